@@ -1,0 +1,5 @@
+#ifndef CLIBCRYPTO_SHIM_H
+#define CLIBCRYPTO_SHIM_H
+#include <openssl/sha.h>
+#include <openssl/rand.h>
+#endif

@@ -1,0 +1,22 @@
+/// The protocol settings of a DDP client connection, with Meteor's client defaults.
+public struct DDPClientConfiguration: Sendable, Equatable {
+    /// Versions offered, most preferred first (DDP.md: "Connecting").
+    public var supportedVersions: [String]
+    /// Silence after which the client pings (Meteor's client: 17.5 s).
+    public var heartbeatInterval: Duration
+    /// How long a ping may go unanswered, with nothing else received, before the link is dead (15 s).
+    public var heartbeatTimeout: Duration
+    public var reconnect: ReconnectPolicy
+
+    public init(
+        supportedVersions: [String] = ["1", "pre2", "pre1"],
+        heartbeatInterval: Duration = .milliseconds(17_500),
+        heartbeatTimeout: Duration = .seconds(15),
+        reconnect: ReconnectPolicy = .default
+    ) {
+        self.supportedVersions = supportedVersions
+        self.heartbeatInterval = heartbeatInterval
+        self.heartbeatTimeout = heartbeatTimeout
+        self.reconnect = reconnect
+    }
+}

@@ -1,0 +1,464 @@
+/// The protocol logic of one DDP client connection, as Meteor's own client behaves
+/// (`ddp-client/common/livedata_connection.js`): version negotiation, heartbeats, methods
+/// in blocks with `wait`, subscriptions, the merged document view, login state and
+/// reconnection with quiescence. No I/O: each event returns the actions the shell performs.
+public struct DDPConnectionStateMachine: Sendable {
+    public typealias Instant = ContinuousClock.Instant
+
+    /// What the shell must do, or tell its consumers.
+    public enum Action: Sendable, Equatable {
+        /// Open a WebSocket now, then call ``transportOpened(at:)``.
+        case openTransport
+        case send(ClientMessage)
+        /// Close the WebSocket (dead link, renegotiation); the shell then calls ``transportClosed(at:unit:)``.
+        case closeTransport
+        /// Call ``reconnectTimerFired()`` after this delay.
+        case scheduleReconnect(after: Duration)
+        case stateChanged(ConnectionState)
+        /// A method's `result` arrived (its data may not be visible yet).
+        case methodResult(id: String, outcome: Result<EJSON?, DDPError>)
+        /// A method has both its `result` and `updated`: its writes are visible in the cache.
+        case methodCompleted(id: String, outcome: Result<EJSON?, DDPError>)
+        case subscriptionReady(id: String)
+        case subscriptionStopped(id: String, error: DDPError?)
+        case documentsChanged([DocumentChange])
+        case userChanged(userId: String?)
+        /// The resume token was refused after a reconnect: the connection is now anonymous.
+        case resumeRefused(DDPError)
+        /// The server reported a protocol error about something this client sent.
+        case protocolError(reason: String, offendingMessage: EJSON?)
+    }
+
+    enum MethodKind: Sendable, Equatable { case normal, login, logout, resume }
+
+    struct MethodCall: Sendable {
+        let id: String
+        let name: String
+        let params: [EJSON]
+        let options: MethodOptions
+        let kind: MethodKind
+        var sentOnThisConnection = false
+        var outcome: Result<EJSON?, DDPError>? = nil
+        var dataVisible = false
+
+        var message: ClientMessage {
+            .method(id: id, method: name, params: params, randomSeed: options.randomSeed.map(EJSON.string))
+        }
+    }
+
+    /// Meteor's `_outstandingMethodBlocks`: only the first block is on the wire; a `wait`
+    /// method has a block of its own.
+    struct MethodBlock: Sendable {
+        var wait: Bool
+        var methods: [String]
+    }
+
+    public struct Subscription: Sendable, Equatable {
+        public let id: String
+        public let name: String
+        public let params: [EJSON]
+        public internal(set) var ready: Bool
+    }
+
+    /// State kept while waiting for quiescence after a reconnect (DDP-NOTES "Reconnecting").
+    struct Reset: Sendable {
+        var shadow = DocumentCache()
+        var subsBeingRevived: Set<String>
+        var methodsBlocking: Set<String>
+        var deferred: [Action] = []
+    }
+
+    enum Phase: Sendable, Equatable {
+        case idle
+        case connecting
+        case connected
+        case waitingToReconnect
+        case closed
+    }
+
+    public let configuration: DDPClientConfiguration
+    private(set) var phase: Phase = .idle
+    public private(set) var version: String
+    public private(set) var sessionID: String?
+    /// Attempts since the last successful connection.
+    private(set) var attempt = 0
+    private var everConnected = false
+    private var lastReceived: Instant?
+    private var pingSentAt: Instant?
+
+    private var methods: [String: MethodCall] = [:]
+    private var blocks: [MethodBlock] = []
+    private var nextMethodID = 1
+    private var nextSubID = 1
+    public private(set) var subscriptions: [String: Subscription] = [:]
+    private var subscriptionOrder: [String] = []
+    private var reset: Reset?
+
+    /// The merged document view (what consumers see; excludes data buffered during a reset).
+    public private(set) var cache = DocumentCache()
+    public private(set) var userID: String?
+    public private(set) var loginToken: String?
+    public private(set) var tokenExpires: Double?
+
+    public init(configuration: DDPClientConfiguration = DDPClientConfiguration()) {
+        precondition(!configuration.supportedVersions.isEmpty, "at least one DDP version must be supported")
+        self.configuration = configuration
+        self.version = configuration.supportedVersions[0]
+    }
+
+    public var isConnected: Bool { phase == .connected }
+    public var isWaitingForQuiescence: Bool { reset != nil }
+    public var pendingMethodCount: Int { methods.count }
+
+    // MARK: - Lifecycle events
+
+    /// The owner starts the connection.
+    public mutating func start() -> [Action] {
+        guard phase == .idle else { return [] }
+        phase = .connecting
+        return [.stateChanged(.connecting(attempt: 0)), .openTransport]
+    }
+
+    /// The WebSocket is open: offer our versions.
+    public mutating func transportOpened(at now: Instant) -> [Action] {
+        guard phase == .connecting else { return [] }
+        lastReceived = now
+        pingSentAt = nil
+        return [.send(.connect(version: version, support: configuration.supportedVersions))]
+    }
+
+    /// The WebSocket closed or could not be opened. `unit` is a uniform draw in [0, 1) for jitter.
+    public mutating func transportClosed(at now: Instant, unit: Double) -> [Action] {
+        switch phase {
+        case .closed, .idle, .waitingToReconnect: return []
+        case .connecting, .connected: break
+        }
+        var actions: [Action] = []
+        phase = .waitingToReconnect
+        sessionID = nil
+        pingSentAt = nil
+        reset = nil
+        // Methods lose their place on the wire; at-most-once ones without a result fail now.
+        for id in Array(methods.keys) {
+            methods[id]!.sentOnThisConnection = false
+            let call = methods[id]!
+            if call.options.atMostOnce, call.outcome == nil {
+                let error = DDPError.meteor(
+                    "invocation-failed", "Method invocation might have failed due to dropped connection. Failing because at-most-once was asked.")
+                actions += finish(id, outcome: .failure(error), resultAlreadyReported: false)
+            }
+        }
+        let delay = configuration.reconnect.delay(attempt: attempt, unit: unit)
+        attempt += 1
+        actions.append(.stateChanged(.reconnecting(attempt: attempt, delay: delay)))
+        actions.append(.scheduleReconnect(after: delay))
+        return actions
+    }
+
+    public mutating func reconnectTimerFired() -> [Action] {
+        guard phase == .waitingToReconnect else { return [] }
+        phase = .connecting
+        return [.stateChanged(.connecting(attempt: attempt)), .openTransport]
+    }
+
+    /// The owner closes the connection for good. Pending calls fail.
+    public mutating func close(reason: String = "closed") -> [Action] {
+        guard phase != .closed else { return [] }
+        let wasOpen = phase == .connecting || phase == .connected
+        phase = .closed
+        reset = nil
+        var actions: [Action] = []
+        for id in Array(methods.keys) {
+            actions += finish(id, outcome: .failure(.meteor("connection-closed", "The connection was closed: \(reason)")), resultAlreadyReported: methods[id]?.outcome != nil)
+        }
+        blocks = []
+        if wasOpen { actions.append(.closeTransport) }
+        actions.append(.stateChanged(.closed(reason: reason)))
+        return actions
+    }
+
+    /// Heartbeat bookkeeping; call periodically (about once a second).
+    public mutating func tick(at now: Instant) -> [Action] {
+        guard phase == .connected || phase == .connecting, let lastReceived else { return [] }
+        if let pingSentAt {
+            if now - pingSentAt >= configuration.heartbeatTimeout {
+                self.pingSentAt = nil
+                return [.closeTransport]
+            }
+            return []
+        }
+        // A connect that gets no answer at all is a dead link too.
+        if phase == .connecting {
+            return now - lastReceived >= configuration.heartbeatInterval + configuration.heartbeatTimeout ? [.closeTransport] : []
+        }
+        guard version != "pre1", now - lastReceived >= configuration.heartbeatInterval else { return [] }
+        pingSentAt = now
+        return [.send(.ping(id: nil))]
+    }
+
+    // MARK: - Incoming messages
+
+    public mutating func received(_ message: ServerMessage, at now: Instant) -> [Action] {
+        guard phase == .connecting || phase == .connected else { return [] }
+        lastReceived = now
+        pingSentAt = nil
+        switch message {
+        case .connected(let session): return connected(session: session)
+        case .failed(let offered): return failed(offered)
+        case .ping(let id): return [.send(.pong(id: id))]
+        case .pong: return []
+        case .added, .changed, .removed, .addedBefore, .movedBefore: return dataMessage(message)
+        case .ready(let subs): return ready(subs)
+        case .nosub(let id, let error): return nosub(id, error: error)
+        case .result(let id, let outcome): return result(id, outcome: outcome)
+        case .updated(let ids): return updated(ids)
+        case .error(let reason, let offending): return [.protocolError(reason: reason, offendingMessage: offending)]
+        }
+    }
+
+    private mutating func connected(session: String) -> [Action] {
+        guard phase == .connecting else { return [] }
+        phase = .connected
+        sessionID = session
+        attempt = 0
+        var actions: [Action] = [.stateChanged(.connected(session: session, version: version))]
+        if everConnected {
+            // A new server session: nothing of ours is there. Re-sync and wait for quiescence.
+            var revive = Set<String>()
+            for (id, sub) in subscriptions where sub.ready { revive.insert(id) }
+            reset = Reset(subsBeingRevived: revive, methodsBlocking: [])
+            // Methods that already had their result but not their data: complete at quiescence.
+            for (id, call) in methods where call.outcome != nil && !call.dataVisible {
+                methods[id]!.dataVisible = true
+                actions += deferIfResetting(completeIfDone(id))
+            }
+            if let loginToken {
+                let id = makeMethodID()
+                methods[id] = MethodCall(id: id, name: "login", params: [LoginRequest.resume(token: loginToken).parameter],
+                                         options: MethodOptions(wait: true), kind: .resume)
+                blocks.insert(MethodBlock(wait: true, methods: [id]), at: 0)
+            }
+        }
+        everConnected = true
+        actions += sendFirstBlock()
+        for id in subscriptionOrder {
+            guard let sub = subscriptions[id] else { continue }
+            actions.append(.send(.sub(id: id, name: sub.name, params: sub.params)))
+        }
+        actions += checkQuiescence()
+        return actions
+    }
+
+    private mutating func failed(_ offered: String) -> [Action] {
+        guard phase == .connecting else { return [] }
+        if offered != version, configuration.supportedVersions.contains(offered) {
+            // Reconnect at once with the version the server prefers.
+            version = offered
+            phase = .waitingToReconnect
+            return [.closeTransport, .scheduleReconnect(after: .zero)]
+        }
+        return close(reason: "the server supports no DDP version we speak (it offered '\(offered)')")
+    }
+
+    private mutating func dataMessage(_ message: ServerMessage) -> [Action] {
+        if reset != nil {
+            _ = reset!.shadow.apply(message)
+            return []
+        }
+        guard let change = cache.apply(message) else { return [] }
+        return [.documentsChanged([change])]
+    }
+
+    private mutating func ready(_ ids: [String]) -> [Action] {
+        var outputs: [Action] = []
+        for id in ids {
+            guard subscriptions[id] != nil else { continue }
+            subscriptions[id]!.ready = true
+            reset?.subsBeingRevived.remove(id)
+            outputs.append(.subscriptionReady(id: id))
+        }
+        return deferIfResetting(outputs) + checkQuiescence()
+    }
+
+    private mutating func nosub(_ id: String, error: DDPError?) -> [Action] {
+        reset?.subsBeingRevived.remove(id)
+        guard subscriptions.removeValue(forKey: id) != nil else { return checkQuiescence() }
+        subscriptionOrder.removeAll { $0 == id }
+        return deferIfResetting([.subscriptionStopped(id: id, error: error)]) + checkQuiescence()
+    }
+
+    private mutating func result(_ id: String, outcome: Result<EJSON?, DDPError>) -> [Action] {
+        guard let call = methods[id], call.outcome == nil else { return [] }
+        methods[id]!.outcome = outcome
+        var actions: [Action] = []
+        switch (call.kind, outcome) {
+        case (.login, .success(let value)), (.resume, .success(let value)):
+            if let login = LoginResult(value) {
+                let changed = login.userId != userID
+                userID = login.userId
+                loginToken = login.token
+                tokenExpires = login.tokenExpires
+                if changed { actions.append(.userChanged(userId: login.userId)) }
+            }
+        case (.resume, .failure(let error)):
+            let wasLoggedIn = userID != nil
+            userID = nil
+            loginToken = nil
+            tokenExpires = nil
+            actions.append(.resumeRefused(error))
+            if wasLoggedIn { actions.append(.userChanged(userId: nil)) }
+        case (.logout, .success):
+            let wasLoggedIn = userID != nil
+            userID = nil
+            loginToken = nil
+            tokenExpires = nil
+            if wasLoggedIn { actions.append(.userChanged(userId: nil)) }
+        default:
+            break
+        }
+        if call.kind != .resume { actions.append(.methodResult(id: id, outcome: outcome)) }
+        return actions + deferIfResetting(completeIfDone(id))
+    }
+
+    private mutating func updated(_ ids: [String]) -> [Action] {
+        var actions: [Action] = []
+        for id in ids {
+            reset?.methodsBlocking.remove(id)
+            guard methods[id] != nil else { continue }
+            methods[id]!.dataVisible = true
+            actions += completeIfDone(id)
+        }
+        return deferIfResetting(actions) + checkQuiescence()
+    }
+
+    // MARK: - Calls from the owner
+
+    /// Starts a method call; returns its id. Sent now if its block is on the wire.
+    public mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions = .default) -> (id: String, actions: [Action]) {
+        callMethod(name, params: params, options: options, kind: .normal)
+    }
+
+    mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions, kind: MethodKind) -> (id: String, actions: [Action]) {
+        let id = makeMethodID()
+        guard phase != .closed else {
+            return (id, [.methodResult(id: id, outcome: .failure(.meteor("connection-closed", "The connection is closed"))),
+                         .methodCompleted(id: id, outcome: .failure(.meteor("connection-closed", "The connection is closed")))])
+        }
+        methods[id] = MethodCall(id: id, name: name, params: params, options: options, kind: kind)
+        if options.wait || blocks.last?.wait ?? true {
+            blocks.append(MethodBlock(wait: options.wait, methods: [id]))
+        } else {
+            blocks[blocks.count - 1].methods.append(id)
+        }
+        guard blocks.count == 1, phase == .connected else { return (id, []) }
+        methods[id]!.sentOnThisConnection = true
+        reset?.methodsBlocking.insert(id)
+        return (id, [.send(methods[id]!.message)])
+    }
+
+    /// `login` with a password, a resume token or a raw payload; a `wait` method, as Meteor's accounts client calls it.
+    public mutating func login(_ request: LoginRequest) -> (id: String, actions: [Action]) {
+        callMethod("login", params: [request.parameter], options: MethodOptions(wait: true), kind: .login)
+    }
+
+    /// `createUser`; on success the connection is logged in as the new user.
+    public mutating func createUser(_ parameter: EJSON) -> (id: String, actions: [Action]) {
+        callMethod("createUser", params: [parameter], options: MethodOptions(wait: true), kind: .login)
+    }
+
+    public mutating func logout() -> (id: String, actions: [Action]) {
+        callMethod("logout", params: [], options: MethodOptions(wait: true), kind: .logout)
+    }
+
+    /// Subscribes; `ready` or `nosub` follows. The id is kept across reconnects.
+    public mutating func subscribe(_ name: String, params: [EJSON]) -> (id: String, actions: [Action]) {
+        let id = "s\(nextSubID)"
+        nextSubID += 1
+        guard phase != .closed else {
+            return (id, [.subscriptionStopped(id: id, error: .meteor("connection-closed", "The connection is closed"))])
+        }
+        subscriptions[id] = Subscription(id: id, name: name, params: params, ready: false)
+        subscriptionOrder.append(id)
+        return (id, phase == .connected ? [.send(.sub(id: id, name: name, params: params))] : [])
+    }
+
+    /// Stops a subscription at once; the server's `removed` messages and `nosub` follow.
+    public mutating func unsubscribe(_ id: String) -> [Action] {
+        guard subscriptions.removeValue(forKey: id) != nil else { return [] }
+        subscriptionOrder.removeAll { $0 == id }
+        reset?.subsBeingRevived.remove(id)
+        var actions: [Action] = [.subscriptionStopped(id: id, error: nil)]
+        if phase == .connected { actions.append(.send(.unsub(id: id))) }
+        return actions + checkQuiescence()
+    }
+
+    /// Forgets the login state without a server call (the owner dropped the user's token).
+    public mutating func forgetLogin() -> [Action] {
+        guard userID != nil || loginToken != nil else { return [] }
+        userID = nil
+        loginToken = nil
+        tokenExpires = nil
+        return [.userChanged(userId: nil)]
+    }
+
+    // MARK: - Internals
+
+    private mutating func makeMethodID() -> String {
+        defer { nextMethodID += 1 }
+        return String(nextMethodID)
+    }
+
+    private mutating func sendFirstBlock() -> [Action] {
+        guard phase == .connected, let first = blocks.first else { return [] }
+        var actions: [Action] = []
+        for id in first.methods {
+            guard let call = methods[id], !call.sentOnThisConnection, call.outcome == nil else { continue }
+            methods[id]!.sentOnThisConnection = true
+            reset?.methodsBlocking.insert(id)
+            actions.append(.send(call.message))
+        }
+        return actions
+    }
+
+    /// Completes a method when both its result and its data have arrived, and moves the blocks on.
+    private mutating func completeIfDone(_ id: String) -> [Action] {
+        guard let call = methods[id], let outcome = call.outcome, call.dataVisible else { return [] }
+        return finish(id, outcome: outcome, resultAlreadyReported: true)
+    }
+
+    private mutating func finish(_ id: String, outcome: Result<EJSON?, DDPError>, resultAlreadyReported: Bool) -> [Action] {
+        guard let call = methods.removeValue(forKey: id) else { return [] }
+        var actions: [Action] = []
+        if call.kind != .resume {
+            if !resultAlreadyReported { actions.append(.methodResult(id: id, outcome: outcome)) }
+            actions.append(.methodCompleted(id: id, outcome: outcome))
+        }
+        guard let index = blocks.firstIndex(where: { $0.methods.contains(id) }) else { return actions }
+        blocks[index].methods.removeAll { $0 == id }
+        if blocks[index].methods.isEmpty {
+            blocks.remove(at: index)
+            if index == 0 { actions += sendFirstBlock() }
+        }
+        return actions
+    }
+
+    /// While waiting for quiescence, what consumers would see waits too; what goes on the wire does not.
+    private mutating func deferIfResetting(_ actions: [Action]) -> [Action] {
+        guard reset != nil else { return actions }
+        var immediate: [Action] = []
+        for action in actions {
+            if case .send = action { immediate.append(action) } else { reset!.deferred.append(action) }
+        }
+        return immediate
+    }
+
+    /// Once every revived subscription is ready again and every method sent since the
+    /// reconnect has its data, swaps in the new document set and reports only the net difference.
+    private mutating func checkQuiescence() -> [Action] {
+        guard let current = reset, current.subsBeingRevived.isEmpty, current.methodsBlocking.isEmpty else { return [] }
+        reset = nil
+        let changes = DocumentCache.difference(from: cache, to: current.shadow)
+        cache = current.shadow
+        return (changes.isEmpty ? [] : [.documentsChanged(changes)]) + current.deferred
+    }
+}

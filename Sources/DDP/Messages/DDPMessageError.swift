@@ -1,0 +1,51 @@
+/// Why a DDP frame could not be read as a message.
+public struct DDPMessageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
+}
+
+extension EJSONObject {
+    func requiredString(_ key: String, in kind: String) throws(DDPMessageError) -> String {
+        guard case .string(let s)? = self[key] else {
+            throw DDPMessageError("'\(kind)' message needs a string '\(key)'")
+        }
+        return s
+    }
+
+    func optionalString(_ key: String, in kind: String) throws(DDPMessageError) -> String? {
+        switch self[key] {
+        case nil, .null?: return nil
+        case .string(let s)?: return s
+        default: throw DDPMessageError("'\(kind)' message has a non-string '\(key)'")
+        }
+    }
+
+    func stringArray(_ key: String, in kind: String) throws(DDPMessageError) -> [String] {
+        guard let value = self[key] else { return [] }
+        guard case .array(let elements) = value else { throw DDPMessageError("'\(kind)' message needs an array '\(key)'") }
+        var out: [String] = []
+        out.reserveCapacity(elements.count)
+        for element in elements {
+            guard case .string(let s) = element else { throw DDPMessageError("'\(kind)' message '\(key)' must hold strings") }
+            out.append(s)
+        }
+        return out
+    }
+
+    func params(_ key: String, in kind: String) throws(DDPMessageError) -> [EJSON] {
+        switch self[key] {
+        case nil: return []
+        case .array(let a)?: return a
+        default: throw DDPMessageError("'\(kind)' message needs an array '\(key)'")
+        }
+    }
+
+    func fieldsObject(_ key: String, in kind: String) throws(DDPMessageError) -> EJSONObject {
+        switch self[key] {
+        case nil, .null?: return EJSONObject()
+        case .object(let o)?: return o
+        default: throw DDPMessageError("'\(kind)' message needs an object '\(key)'")
+        }
+    }
+}

@@ -1,0 +1,45 @@
+public import DDP
+public import HTTPTypes
+
+/// Where and how a ``DDPClient`` connects: the URL, transport options and protocol settings.
+public struct DDPClientOptions: Sendable {
+    /// TLS settings for `wss://` URLs.
+    public struct TLS: Sendable, Equatable {
+        /// A PEM file of CA certificates to trust instead of the system's.
+        public var caFile: String?
+        /// Accept any certificate (self-signed test setups). Never the default.
+        public var allowSelfSigned: Bool
+
+        public init(caFile: String? = nil, allowSelfSigned: Bool = false) {
+            self.caFile = caFile
+            self.allowSelfSigned = allowSelfSigned
+        }
+    }
+
+    /// `ws://host:port/websocket` or `wss://…`.
+    public var url: String
+    public var protocolConfiguration: DDPClientConfiguration
+    public var tls: TLS
+    /// Negotiate `permessage-deflate`. Halves the frame rate on loopback; worth it on slow links.
+    public var compression: Bool
+    /// Largest DDP message accepted, in bytes.
+    public var maxMessageSize: Int
+    /// Extra handshake headers, e.g. `X-Forwarded-For` carrying the end user's address.
+    public var handshakeHeaders: HTTPFields
+
+    public init(
+        url: String,
+        protocolConfiguration: DDPClientConfiguration = DDPClientConfiguration(),
+        tls: TLS = TLS(),
+        compression: Bool = false,
+        maxMessageSize: Int = 16 << 20,
+        handshakeHeaders: HTTPFields = [:]
+    ) {
+        self.url = url
+        self.protocolConfiguration = protocolConfiguration
+        self.tls = tls
+        self.compression = compression
+        self.maxMessageSize = maxMessageSize
+        self.handshakeHeaders = handshakeHeaders
+    }
+}
