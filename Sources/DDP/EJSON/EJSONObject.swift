@@ -26,6 +26,9 @@ public struct EJSONObject: Sendable {
     /// Trusted construction: the caller guarantees unique keys.
     init(uniqueFields: [Field]) { self.fields = uniqueFields }
 
+    /// Construction without the duplicate check, for callers that already hold unique keys.
+    package init(uniqueFieldsInOrder fields: [Field]) { self.fields = fields }
+
     public var count: Int { fields.count }
     public var isEmpty: Bool { fields.isEmpty }
     public var keys: [String] { fields.map(\.key) }

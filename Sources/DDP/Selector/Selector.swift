@@ -1,0 +1,218 @@
+/// A MongoDB-style query selector, checked once when built and then matched against
+/// documents: equality (including membership in arrays), `$eq`, `$ne`, `$in`, `$nin`,
+/// `$gt`/`$gte`/`$lt`/`$lte`, `$exists`, `$not`, `$size`, `$all`, `$elemMatch`,
+/// `$and`/`$or`/`$nor`, and dotted paths into nested objects and arrays.
+public struct Selector: Sendable, Equatable {
+    indirect enum Clause: Sendable, Equatable {
+        case and([Clause])
+        case or([Clause])
+        case nor([Clause])
+        case field(path: [String], FieldTest)
+    }
+
+    indirect enum FieldTest: Sendable, Equatable {
+        case equals(EJSON)
+        case notEquals(EJSON)
+        case `in`([EJSON])
+        case notIn([EJSON])
+        case compare(op: ComparisonOperator, EJSON)
+        case exists(Bool)
+        case not(FieldTest)
+        case size(Int)
+        case all([EJSON])
+        case elemMatch(Selector)
+        case allOf([FieldTest])
+    }
+
+    enum ComparisonOperator: String, Sendable {
+        case gt = "$gt", gte = "$gte", lt = "$lt", lte = "$lte"
+    }
+
+    let clause: Clause
+
+    /// Matches every document.
+    public static let everything = Selector(clause: .and([]))
+
+    /// Builds a selector from its EJSON form; a bare string or ObjectId means `{_id: value}`.
+    public init(_ value: EJSON) throws(SelectorError) {
+        switch value {
+        case .object(let object): clause = try Self.parseDocument(object)
+        case .string, .custom(type: "oid", _): clause = .field(path: ["_id"], .equals(value))
+        case .null: clause = .and([])
+        default: throw SelectorError("a selector must be an object, not \(value.typeName)")
+        }
+    }
+
+    init(clause: Clause) { self.clause = clause }
+
+    /// When the selector is `{_id: X}` (or a bare id), X.
+    public var singleID: EJSON? {
+        if case .field(let path, .equals(let value)) = clause, path == ["_id"] { return value }
+        if case .and(let clauses) = clause, clauses.count == 1, case .field(let path, .equals(let value)) = clauses[0], path == ["_id"] {
+            return value
+        }
+        return nil
+    }
+
+    public func matches(_ document: EJSONObject) -> Bool {
+        Self.evaluate(clause, .object(document))
+    }
+
+    // MARK: - Parsing
+
+    static func parseDocument(_ object: EJSONObject) throws(SelectorError) -> Clause {
+        var clauses: [Clause] = []
+        for field in object {
+            switch field.key {
+            case "$and", "$or", "$nor":
+                guard case .array(let elements) = field.value, !elements.isEmpty else {
+                    throw SelectorError("\(field.key) needs a non-empty array of selectors")
+                }
+                var parts: [Clause] = []
+                for element in elements {
+                    guard case .object(let sub) = element else { throw SelectorError("\(field.key) elements must be objects") }
+                    parts.append(try parseDocument(sub))
+                }
+                clauses.append(field.key == "$and" ? .and(parts) : field.key == "$or" ? .or(parts) : .nor(parts))
+            case let key where key.hasPrefix("$"):
+                throw SelectorError("unsupported top-level operator \(key)")
+            default:
+                let path = field.key.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+                if path.contains(where: \.isEmpty) { throw SelectorError("invalid field path '\(field.key)'") }
+                clauses.append(.field(path: path, try parseFieldTest(field.value)))
+            }
+        }
+        return clauses.count == 1 ? clauses[0] : .and(clauses)
+    }
+
+    static func parseFieldTest(_ value: EJSON) throws(SelectorError) -> FieldTest {
+        guard case .object(let object) = value, let first = object.fields.first, first.key.hasPrefix("$") else {
+            return .equals(value)
+        }
+        var tests: [FieldTest] = []
+        for field in object {
+            let v = field.value
+            switch field.key {
+            case "$eq": tests.append(.equals(v))
+            case "$ne": tests.append(.notEquals(v))
+            case "$in", "$nin", "$all":
+                guard case .array(let values) = v else { throw SelectorError("\(field.key) needs an array") }
+                tests.append(field.key == "$in" ? .in(values) : field.key == "$nin" ? .notIn(values) : .all(values))
+            case "$gt", "$gte", "$lt", "$lte":
+                tests.append(.compare(op: ComparisonOperator(rawValue: field.key)!, v))
+            case "$exists":
+                switch v {
+                case .bool(let b): tests.append(.exists(b))
+                case .number(let n): tests.append(.exists(n != 0))
+                default: throw SelectorError("$exists needs a boolean")
+                }
+            case "$not": tests.append(.not(try parseFieldTest(v)))
+            case "$size":
+                guard let n = v.intValue, n >= 0 else { throw SelectorError("$size needs a non-negative integer") }
+                tests.append(.size(n))
+            case "$elemMatch":
+                guard case .object(let sub) = v else { throw SelectorError("$elemMatch needs an object") }
+                tests.append(.elemMatch(Selector(clause: try parseDocument(sub))))
+            default:
+                if field.key.hasPrefix("$") { throw SelectorError("unsupported operator \(field.key)") }
+                throw SelectorError("cannot mix operators and fields in one value")
+            }
+        }
+        return tests.count == 1 ? tests[0] : .allOf(tests)
+    }
+
+    // MARK: - Matching
+
+    static func evaluate(_ clause: Clause, _ document: EJSON) -> Bool {
+        switch clause {
+        case .and(let parts): return parts.allSatisfy { evaluate($0, document) }
+        case .or(let parts): return parts.contains { evaluate($0, document) }
+        case .nor(let parts): return !parts.contains { evaluate($0, document) }
+        case .field(let path, let test):
+            return test.matches(candidates(document, path[...]))
+        }
+    }
+
+    /// The values a dotted path reaches: a path through an array reaches into each element
+    /// (and a numeric segment indexes it). `nil` stands for "missing".
+    static func candidates(_ value: EJSON, _ path: ArraySlice<String>) -> [EJSON?] {
+        guard let key = path.first else { return [value] }
+        let rest = path.dropFirst()
+        switch value {
+        case .object(let object):
+            guard let next = object[key] else { return [nil] }
+            return candidates(next, rest)
+        case .array(let elements):
+            var out: [EJSON?] = []
+            if let index = Int(key), index >= 0, index < elements.count {
+                out += candidates(elements[index], rest)
+            }
+            for element in elements {
+                if case .object = element { out += candidates(element, path).filter { $0 != nil } }
+            }
+            return out.isEmpty ? [nil] : out
+        default:
+            return [nil]
+        }
+    }
+}
+
+extension Selector.FieldTest {
+    /// Whether any reached value passes (Mongo's semantics), with `$ne`/`$nin` negated over all.
+    func matches(_ values: [EJSON?]) -> Bool {
+        switch self {
+        case .notEquals(let v): return !Self.equals(v).matches(values)
+        case .notIn(let vs): return !Self.in(vs).matches(values)
+        case .not(let inner): return !inner.matches(values)
+        case .allOf(let tests): return tests.allSatisfy { $0.matches(values) }
+        case .exists(let wanted): return values.contains { $0 != nil } == wanted
+        default: return values.contains { matchesOne($0) }
+        }
+    }
+
+    private func matchesOne(_ value: EJSON?) -> Bool {
+        switch self {
+        case .equals(let target):
+            guard let value else { return target.isNull }
+            if value == target { return true }
+            if case .array(let elements) = value { return elements.contains { $0 == target } }
+            return false
+        case .in(let targets):
+            return targets.contains { Self.equals($0).matchesOne(value) }
+        case .compare(let op, let target):
+            guard let value else { return false }
+            if case .array(let elements) = value, !(target.arrayValue != nil) {
+                return elements.contains { Self.compare(op: op, target).matchesOne($0) }
+            }
+            guard value.typeOrder == target.typeOrder else { return false }
+            let c = EJSON.compare(value, target)
+            switch op {
+            case .gt: return c > 0
+            case .gte: return c >= 0
+            case .lt: return c < 0
+            case .lte: return c <= 0
+            }
+        case .size(let n):
+            if case .array(let elements)? = value { return elements.count == n }
+            return false
+        case .all(let targets):
+            guard case .array(let elements)? = value else { return false }
+            return targets.allSatisfy { t in elements.contains { $0 == t } }
+        case .elemMatch(let selector):
+            guard case .array(let elements)? = value else { return false }
+            return elements.contains { element in
+                if case .object(let o) = element { return selector.matches(o) }
+                return false
+            }
+        case .notEquals, .notIn, .not, .allOf, .exists:
+            return matches([value])
+        }
+    }
+}
+
+/// A selector (or sort, or projection) that cannot be used, and why.
+public struct SelectorError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { reason }
+}

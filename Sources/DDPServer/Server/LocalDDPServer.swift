@@ -1,0 +1,121 @@
+import DDP
+import HTTPTypes
+import Hummingbird
+import HummingbirdWSCompression
+import HummingbirdWebSocket
+public import Logging
+import NIOCore
+import NIOWebSocket
+import ServiceLifecycle
+
+/// The in-process DDP server's listener: a WebSocket endpoint at `/websocket` in front of a
+/// ``ServerCore``. It can be stopped and started again on the same port while the data
+/// (the core) lives on, so tests can take the "upstream" down and bring it back.
+public actor LocalDDPServer {
+    public nonisolated let core: ServerCore
+    private let logger: Logger
+    private var running: (group: ServiceGroup, task: Task<Void, any Error>)?
+    public private(set) var port: Int?
+    public private(set) var host = "127.0.0.1"
+
+    public init(configuration: DDPServerConfiguration, logger: Logger = Logger(label: "ddp-server")) {
+        self.core = ServerCore(configuration: configuration, logger: logger)
+        self.logger = logger
+    }
+
+    /// `ws://host:port/websocket` of the running listener.
+    public var url: String {
+        guard let port else { return "ws://\(host):0/websocket" }
+        return "ws://\(host):\(port)/websocket"
+    }
+
+    /// Starts listening; `port` 0 picks a free port. Returns the bound port.
+    @discardableResult
+    public func start(host: String = "127.0.0.1", port: Int = 0) async throws -> Int {
+        precondition(running == nil, "the server is already running")
+        self.host = host
+        let core = self.core
+        let heartbeatTick = min(.seconds(1), min(core.configuration.heartbeatInterval, core.configuration.heartbeatTimeout) / 4)
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.ws("websocket") { inbound, outbound, context in
+            let forwarded = context.request.headers[HTTPField.Name("X-Forwarded-For")!]
+            await Self.serve(core: core, inbound: inbound, outbound: outbound, clientAddress: forwarded, tick: heartbeatTick)
+        }
+        let (bound, boundContinuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: Router(),
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: router,
+                configuration: .init(ws: .init(maxFrameSize: 16 << 20, extensions: [.perMessageDeflate(maxDecompressedFrameSize: 16 << 20)], autoPing: .disabled, closeTimeout: .seconds(2)))),
+            configuration: .init(address: .hostname(host, port: port)),
+            onServerRunning: { channel in
+                boundContinuation.yield(channel.localAddress?.port ?? 0)
+                boundContinuation.finish()
+            },
+            logger: logger
+        )
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+        let task = Task { try await group.run() }
+        running = (group, task)
+        var iterator = bound.makeAsyncIterator()
+        guard let actual = await iterator.next(), actual != 0 else {
+            task.cancel()
+            let failure = await task.result
+            running = nil
+            if case .failure(let error) = failure { throw error }
+            throw DDPError.meteor(500, "the DDP server did not start")
+        }
+        self.port = actual
+        return actual
+    }
+
+    /// Closes every connection and stops listening. The data stays.
+    public func stop() async {
+        guard let (group, task) = running else { return }
+        await core.closeAllConnections()
+        await group.triggerGracefulShutdown()
+        _ = await task.result
+        running = nil
+    }
+
+    /// One WebSocket: frames in order to the core; the core's messages out through a writer.
+    static func serve(
+        core: ServerCore, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, clientAddress: String?, tick: Duration
+    ) async {
+        let (outgoing, continuation) = AsyncStream<ServerCore.Outgoing>.makeStream()
+        let id = await core.connectionOpened(outbox: continuation, clientAddress: clientAddress)
+        defer { continuation.finish() }
+        await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await item in outgoing {
+                    switch item {
+                    case .text(let text): try await outbound.write(.text(text))
+                    case .close:
+                        try? await outbound.close(.normalClosure, reason: "Normal closure")
+                        throw CancellationError()
+                    }
+                }
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: tick)
+                    await core.heartbeat(id, now: .now)
+                }
+            }
+            group.addTask {
+                for try await message in inbound.messages(maxSize: 16 << 20) {
+                    let parsed: Result<EJSON, EJSONParseError>
+                    switch message {
+                    case .text(var text): parsed = text.withUTF8 { bytes in Result { () throws(EJSONParseError) in try EJSONParser.parse(bytes) } }
+                    case .binary(let buffer): parsed = Result { () throws(EJSONParseError) in try EJSONParser.parse(buffer.readableBytesView) }
+                    }
+                    await core.receive(id, parsed)
+                }
+                throw CancellationError()
+            }
+            _ = try? await group.next()
+            group.cancelAll()
+        }
+        await core.connectionClosed(id)
+    }
+}
