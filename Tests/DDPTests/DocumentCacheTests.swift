@@ -1,0 +1,49 @@
+import DDP
+import Testing
+
+@Suite struct DocumentCacheTests {
+    @Test func toleratesAnAddForAHeldDocumentAsAReplacement() {
+        var cache = DocumentCache()
+        _ = cache.apply(.added(collection: "c", id: "1", fields: ["a": 1, "b": 2]))
+        #expect(cache.apply(.added(collection: "c", id: "1", fields: ["a": 1, "c": 3])) ==
+            .changed(collection: "c", id: "1", fields: ["c": 3], cleared: ["b"], previous: ["b": 2]))
+        #expect(cache.apply(.added(collection: "c", id: "1", fields: ["a": 1, "c": 3])) == nil)
+    }
+
+    @Test func orderedCollectionsFollowAddedBeforeAndMovedBefore() {
+        var cache = DocumentCache()
+        _ = cache.apply(.addedBefore(collection: "o", id: "a", fields: [:], before: nil))
+        _ = cache.apply(.addedBefore(collection: "o", id: "c", fields: [:], before: nil))
+        _ = cache.apply(.addedBefore(collection: "o", id: "b", fields: [:], before: "c"))
+        #expect(cache.collections["o"]?.order == ["a", "b", "c"])
+        #expect(cache.apply(.movedBefore(collection: "o", id: "a", before: nil)) == .moved(collection: "o", id: "a", before: nil))
+        #expect(cache.collections["o"]?.order == ["b", "c", "a"])
+        #expect(cache.apply(.movedBefore(collection: "o", id: "a", before: nil)) == nil)
+        _ = cache.apply(.removed(collection: "o", id: "c"))
+        #expect(cache.collections["o"]?.order == ["b", "a"])
+    }
+
+    @Test func differenceReplaysToTheNewState() {
+        var old = DocumentCache()
+        var new = DocumentCache()
+        _ = old.apply(.added(collection: "c", id: "same", fields: ["x": 1]))
+        _ = old.apply(.added(collection: "c", id: "edit", fields: ["x": 1, "y": 2]))
+        _ = old.apply(.added(collection: "d", id: "drop", fields: [:]))
+        _ = new.apply(.added(collection: "c", id: "same", fields: ["x": 1]))
+        _ = new.apply(.added(collection: "c", id: "edit", fields: ["x": 5]))
+        _ = new.apply(.added(collection: "e", id: "add", fields: ["z": .date(1)]))
+        let diff = DocumentCache.difference(from: old, to: new)
+        #expect(diff.count == 3)
+        var replay = old
+        for change in diff {
+            switch change {
+            case .added(let c, let id, let f): _ = replay.apply(.added(collection: c, id: id, fields: f))
+            case .changed(let c, let id, let f, let cl, _): _ = replay.apply(.changed(collection: c, id: id, fields: f, cleared: cl))
+            case .removed(let c, let id, _): _ = replay.apply(.removed(collection: c, id: id))
+            case .moved(let c, let id, let b): _ = replay.apply(.movedBefore(collection: c, id: id, before: b))
+            }
+        }
+        #expect(replay == new)
+        #expect(DocumentCache.difference(from: new, to: new).isEmpty)
+    }
+}
