@@ -121,6 +121,7 @@ let package = Package(
                 "DDP",
                 "DDPClient",
                 "DDPServer",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -12,3 +12,65 @@ func startDemoServer(_ configure: (inout DDPServerConfiguration) -> Void = { _ i
     try await server.start()
     return server
 }
+
+import Foundation
+import Synchronization
+
+/// Everything a client reported, for assertions.
+final class EventLog: Sendable {
+    private let events = Mutex<[DDPClientEvent]>([])
+
+    func append(_ event: DDPClientEvent) { events.withLock { $0.append(event) } }
+    var all: [DDPClientEvent] { events.withLock { $0 } }
+    func clear() { events.withLock { $0 = [] } }
+
+    var documentChanges: [DocumentChange] {
+        all.flatMap { if case .documentsChanged(let c) = $0 { return c } else { return [] } }
+    }
+
+    var states: [ConnectionState] {
+        all.compactMap { if case .stateChanged(let s) = $0 { return s } else { return nil } }
+    }
+}
+
+/// Runs a client for the duration of `body`, then closes it.
+func withClient<T: Sendable>(
+    _ url: String, configure: (inout DDPClientOptions) -> Void = { _ in },
+    _ body: @Sendable (DDPClient, EventLog) async throws -> T
+) async throws -> T {
+    var options = DDPClientOptions(url: url)
+    options.protocolConfiguration.reconnect = ReconnectPolicy(initialDelay: .milliseconds(50), multiplier: 2, maxDelay: .milliseconds(400))
+    configure(&options)
+    let log = EventLog()
+    let client = DDPClient(options: options, logger: Logger(label: "test-client"), onEvent: { log.append($0) })
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            await client.run()
+            return nil
+        }
+        let result: Result<T, any Error>
+        do {
+            try await eventually { await client.isConnected }
+            result = .success(try await body(client, log))
+        } catch {
+            result = .failure(error)
+        }
+        await client.close()
+        for try await _ in group {}
+        return try result.get()
+    }
+}
+
+struct ConditionNotMet: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Polls `condition` until it holds (bounded: `timeout`).
+func eventually(timeout: Duration = .seconds(10), _ what: String = "condition", _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    throw ConditionNotMet(description: "\(what) did not hold within \(timeout)")
+}

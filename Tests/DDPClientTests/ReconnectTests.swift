@@ -1,0 +1,91 @@
+import DDP
+import DDPClient
+import DDPServer
+import Logging
+import Testing
+
+/// The upstream goes away and comes back on the same port.
+@Suite struct ReconnectTests {
+    @Test func serverRestartWithChangesWhileDownYieldsOnlyTheNetDifference() async throws {
+        let server = try await startDemoServer()
+        let url = await server.url
+        let port = try #require(await server.port)
+        try await withClient(url) { client, log in
+            let login = try await client.login(.password(user: .username("alice"), password: "secret"))
+            try await client.subscribe("tasks")
+            try await client.subscribe("myTasks")
+            log.clear()
+
+            await server.stop()
+            try await eventually("reconnecting") { await !client.isConnected }
+            // While the server is down: change one task, remove one, add one; task-a2 stays as it was.
+            try await server.core.update("tasks", ["_id": "task-a1"], ["$set": ["done": true], "$unset": ["listId": 1]])
+            try await server.core.remove("tasks", ["_id": "task-b1"])
+            try await server.core.insert("tasks", ["_id": "task-c1", "text": "added while down", "owner": .string(login.userId), "done": false])
+            try await server.start(port: port)
+
+            try await eventually("reconnected and resynced") {
+                await client.isConnected && log.documentChanges.count >= 3
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            let changes = log.documentChanges
+            let bob = try #require(try await server.core.find("users", ["username": "bob"]).first?["_id"])
+            #expect(changes == [
+                .removed(collection: "tasks", id: "task-b1", previous: [
+                    "text": "bob inbox task", "listId": "inbox", "owner": bob,
+                    "done": false, "createdAt": .date(DemoDataSet.createdAt),
+                ]),
+                .changed(collection: "tasks", id: "task-a1", fields: ["done": true], cleared: ["listId"], previous: ["done": false, "listId": "inbox"]),
+                .added(collection: "tasks", id: "task-c1", fields: ["text": "added while down", "owner": .string(login.userId), "done": false]),
+            ])
+            #expect(!changes.contains { $0.id == "task-a2" }, "no event for a document that did not change")
+            let expected1 = try await server.core.publishedView("tasks")
+            #expect(await client.withCache { $0.collections["tasks"]?.documents } == expected1)
+            #expect(await client.userID == login.userId, "the session resumed its login")
+            let value2 = try await client.call("whoami")
+            #expect(value2 == .string(login.userId))
+            #expect(log.states.contains { if case .reconnecting = $0 { return true } else { return false } })
+        }
+        await server.stop()
+    }
+
+    @Test func aRestartWithoutChangesEmitsNoDocumentEvents() async throws {
+        let server = try await startDemoServer()
+        let port = try #require(await server.port)
+        try await withClient(await server.url) { client, log in
+            _ = try await client.login(.password(user: .username("bob"), password: "hunter2"))
+            try await client.subscribe("tasks")
+            try await client.subscribe("myTasks")
+            let before = await client.withCache { $0 }
+            log.clear()
+            await server.stop()
+            try await eventually("disconnected") { await !client.isConnected }
+            try await server.start(port: port)
+            try await eventually("reconnected") { await client.isConnected }
+            // Quiescence needs the re-sent subscriptions ready; a method round trip orders after them.
+            _ = try await client.call("echo")
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(log.documentChanges.isEmpty)
+            #expect(await client.withCache { $0 } == before)
+            #expect(log.all.contains(.subscriptionReady(id: "s1")) || log.all.contains(.subscriptionReady(id: "s2")))
+        }
+        await server.stop()
+    }
+
+    @Test func aRevokedResumeTokenLeavesTheSessionAnonymous() async throws {
+        let server = try await startDemoServer()
+        let port = try #require(await server.port)
+        try await withClient(await server.url) { client, log in
+            let login = try await client.login(.password(user: .username("alice"), password: "secret"))
+            await server.stop()
+            try await server.core.revokeLoginTokens(userId: login.userId)
+            try await server.start(port: port)
+            try await eventually("resume refused") { log.all.contains { if case .resumeRefused = $0 { return true } else { return false } } }
+            #expect(log.all.contains(.userChanged(userId: nil)))
+            #expect(await client.userID == nil)
+            let value3 = try await client.call("whoami")
+            #expect(value3 == .some(.null))
+        }
+        await server.stop()
+    }
+}
