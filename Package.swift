@@ -98,6 +98,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Micro-benchmarks of the hot paths (release build: scripts/bench.sh).
+        .executableTarget(
+            name: "ddp-bench",
+            dependencies: ["DDP"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "DDPTests",
             dependencies: ["DDP"],

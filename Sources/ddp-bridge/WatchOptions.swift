@@ -1,0 +1,99 @@
+import ArgumentParser
+import DDP
+import DDPClient
+import Foundation
+import Logging
+
+/// What to follow on the upstream, and how to print it.
+struct WatchOptions: ParsableArguments {
+    @Option(name: .customLong("subscribe"), help: "A publication to subscribe to, as NAME or NAME:JSON-PARAMS (repeatable).")
+    var subscriptions: [String] = []
+
+    @Option(help: "Log in as this username before subscribing.")
+    var username: String?
+
+    @Option(help: "Password for --username (or set DDP_BRIDGE_PASSWORD).")
+    var password: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "notice"
+
+    /// Parses `NAME` or `NAME:[json params]`.
+    static func parseSubscription(_ text: String) throws -> (String, [EJSON]) {
+        guard let colon = text.firstIndex(of: ":") else { return (text, []) }
+        let name = String(text[..<colon])
+        let params = try EJSONParser.parse(String(text[text.index(after: colon)...]))
+        guard case .array(let list) = params else { throw ValidationError("the params of --subscribe \(name) must be a JSON array") }
+        return (name, list)
+    }
+}
+
+/// Prints what a client reports, one line per event, as EJSON.
+struct ChangePrinter: Sendable {
+    func print(_ event: DDPClientEvent) {
+        switch event {
+        case .stateChanged(let state): line("connection", describe(state))
+        case .documentsChanged(let changes):
+            for change in changes {
+                switch change {
+                case .added(let c, let id, let fields): line("added", "\(c)/\(id) \(EJSON.object(fields))")
+                case .changed(let c, let id, let fields, let cleared, _):
+                    line("changed", "\(c)/\(id) \(EJSON.object(fields))" + (cleared.isEmpty ? "" : " cleared \(cleared)"))
+                case .removed(let c, let id, _): line("removed", "\(c)/\(id)")
+                case .moved(let c, let id, let before): line("moved", "\(c)/\(id) before \(before ?? "end")")
+                }
+            }
+        case .subscriptionReady(let id): line("ready", id)
+        case .subscriptionStopped(let id, let error): line("nosub", id + (error.map { " \($0)" } ?? ""))
+        case .userChanged(let user): line("user", user ?? "(logged out)")
+        case .resumeRefused(let error): line("resume", "refused: \(error)")
+        case .protocolError(let reason): line("error", reason)
+        }
+    }
+
+    private func describe(_ state: ConnectionState) -> String {
+        switch state {
+        case .idle: "idle"
+        case .connecting(let attempt): attempt == 0 ? "connecting" : "connecting (attempt \(attempt))"
+        case .connected(let session, let version): "connected (session \(session), DDP \(version))"
+        case .reconnecting(let attempt, let delay): "reconnecting in \(String(format: "%.1f", delay.seconds)) s (attempt \(attempt))"
+        case .closed(let reason): "closed: \(reason)"
+        }
+    }
+
+    private func line(_ kind: String, _ text: String) {
+        let padded = kind.padding(toLength: 10, withPad: " ", startingAt: 0)
+        FileHandle.standardOutput.write(Data("\(padded) \(text)\n".utf8))
+    }
+}
+
+/// Connects, logs in, subscribes and prints changes until cancelled.
+func watch(url: String, options: WatchOptions, logger: Logger) async throws {
+    let printer = ChangePrinter()
+    let client = DDPClient(options: DDPClientOptions(url: url), logger: logger, onEvent: { printer.print($0) })
+    let subscriptions = try options.subscriptions.map(WatchOptions.parseSubscription)
+    let password = options.password ?? ProcessInfo.processInfo.environment["DDP_BRIDGE_PASSWORD"]
+    if options.username != nil && password == nil { throw ValidationError("--username needs --password or DDP_BRIDGE_PASSWORD") }
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await client.run() }
+        do {
+            if let username = options.username, let password {
+                _ = try await client.login(.password(user: .username(username), password: password))
+            }
+            for (name, params) in subscriptions {
+                try await client.subscribe(name, params: params)
+            }
+            while true { try await Task.sleep(for: .seconds(3600)) }
+        } catch {
+            await client.close(reason: "stopped")
+            throw error
+        }
+    }
+}
+
+func makeLogger(_ level: String) throws -> Logger {
+    guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
+    var logger = Logger(label: "ddp-bridge")
+    logger.logLevel = parsed
+    return logger
+}
