@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building ddp-bridge needs, when it is missing, on a Debian machine with
 # Swift 6 (the project's machine kind): libssl-dev (SHA-256, secure random), zlib1g-dev
-# (WebSocket compression), pkg-config. Source it or run it; it is quiet when all is there.
+# (WebSocket compression), pkg-config, and openssl (the TLS tests make a certificate). Source it or run it; it is quiet when all is there.
 set -euo pipefail
 
 missing=()
-for package in libssl-dev zlib1g-dev pkg-config; do
+for package in libssl-dev zlib1g-dev pkg-config openssl; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then

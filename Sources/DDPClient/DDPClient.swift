@@ -220,13 +220,15 @@ public actor DDPClient {
     @discardableResult
     public func subscribe(_ name: String, params: [EJSON] = [], waitUntilReady: Bool = true, timeout: Duration? = nil) async throws -> String {
         let (id, actions) = machine.subscribe(name, params: params)
-        perform(actions)
-        if waitUntilReady, machine.subscriptions[id]?.ready == false {
-            try await withDeadline(timeout) {
-                try await self.waitForReady(id)
-            } onTimeout: { client in
-                client.failReadyWaiters(id, DDPClientError.timedOut)
-            }
+        guard waitUntilReady else {
+            perform(actions)
+            return id
+        }
+        // The waiter is registered before `sub` goes out, so neither `ready` nor `nosub` can be missed.
+        try await withDeadline(timeout) {
+            try await self.waitForReady(id, sending: actions)
+        } onTimeout: { client in
+            client.failReadyWaiters(id, DDPClientError.timedOut)
         }
         return id
     }
@@ -235,13 +237,10 @@ public actor DDPClient {
         perform(machine.unsubscribe(id))
     }
 
-    private func waitForReady(_ id: String) async throws {
-        guard machine.subscriptions[id]?.ready == false else {
-            if machine.subscriptions[id] == nil { throw DDPError.meteor("subscription-stopped", "The subscription stopped before it was ready") }
-            return
-        }
+    private func waitForReady(_ id: String, sending actions: [DDPConnectionStateMachine.Action]) async throws {
         try await withCheckedThrowingContinuation { continuation in
             readyWaiters[id, default: []].append(continuation)
+            perform(actions)
         }
     }
 

@@ -155,6 +155,16 @@ import Testing
         await server.stop()
     }
 
+    @Test func aGreetingWithoutMsgIsIgnored() async throws {
+        let server = try await startDemoServer { $0.greetsWithServerID = true }
+        try await withClient(await server.url) { client, log in
+            let echoed = try await client.call("echo", params: ["hi"])
+            #expect(echoed == ["hi"])
+            #expect(!log.all.contains { if case .protocolError = $0 { return true } else { return false } })
+        }
+        await server.stop()
+    }
+
     @Test func heartbeatsKeepAQuietConnectionUp() async throws {
         let server = try await startDemoServer {
             $0.heartbeatInterval = .milliseconds(200)

@@ -25,6 +25,8 @@ public struct DDPServerConfiguration: Sendable {
     /// `login` and `createUser` per connection (Meteor: 5 per 10 s). `nil` disables it.
     public var loginRateLimit: RateLimit?
     public var tokenLifetime: Duration
+    /// Send `{"server_id":"0"}` when a WebSocket opens, as older Meteor releases did.
+    public var greetsWithServerID = false
 
     public init(
         publications: [String: Publication] = [:],

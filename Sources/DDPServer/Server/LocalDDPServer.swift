@@ -1,10 +1,13 @@
 import DDP
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import HummingbirdWSCompression
 import HummingbirdWebSocket
 public import Logging
 import NIOCore
+public import NIOSSL
 import NIOWebSocket
 import ServiceLifecycle
 
@@ -17,6 +20,7 @@ public actor LocalDDPServer {
     private var running: (group: ServiceGroup, task: Task<Void, any Error>)?
     public private(set) var port: Int?
     public private(set) var host = "127.0.0.1"
+    private var scheme = "ws"
 
     public init(configuration: DDPServerConfiguration, logger: Logger = Logger(label: "ddp-server")) {
         self.core = ServerCore(configuration: configuration, logger: logger)
@@ -25,15 +29,15 @@ public actor LocalDDPServer {
 
     /// `ws://host:port/websocket` of the running listener.
     public var url: String {
-        guard let port else { return "ws://\(host):0/websocket" }
-        return "ws://\(host):\(port)/websocket"
+        "\(scheme)://\(host):\(port ?? 0)/websocket"
     }
 
-    /// Starts listening; `port` 0 picks a free port. Returns the bound port.
+    /// Starts listening; `port` 0 picks a free port; with `tls`, the endpoint is `wss://`. Returns the bound port.
     @discardableResult
-    public func start(host: String = "127.0.0.1", port: Int = 0) async throws -> Int {
+    public func start(host: String = "127.0.0.1", port: Int = 0, tls: TLSConfiguration? = nil) async throws -> Int {
         precondition(running == nil, "the server is already running")
         self.host = host
+        self.scheme = tls == nil ? "ws" : "wss"
         let core = self.core
         let heartbeatTick = min(.seconds(1), min(core.configuration.heartbeatInterval, core.configuration.heartbeatTimeout) / 4)
         let router = Router(context: BasicWebSocketRequestContext.self)
@@ -42,11 +46,12 @@ public actor LocalDDPServer {
             await Self.serve(core: core, inbound: inbound, outbound: outbound, clientAddress: forwarded, tick: heartbeatTick)
         }
         let (bound, boundContinuation) = AsyncStream<Int>.makeStream()
+        let plain = HTTPServerBuilder.http1WebSocketUpgrade(
+            webSocketRouter: router,
+            configuration: .init(ws: .init(maxFrameSize: 16 << 20, extensions: [.perMessageDeflate(maxDecompressedFrameSize: 16 << 20)], autoPing: .disabled, closeTimeout: .seconds(2))))
         let app = Application(
             router: Router(),
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: router,
-                configuration: .init(ws: .init(maxFrameSize: 16 << 20, extensions: [.perMessageDeflate(maxDecompressedFrameSize: 16 << 20)], autoPing: .disabled, closeTimeout: .seconds(2)))),
+            server: try tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0) } ?? plain,
             configuration: .init(address: .hostname(host, port: port)),
             onServerRunning: { channel in
                 boundContinuation.yield(channel.localAddress?.port ?? 0)

@@ -67,6 +67,7 @@ public actor ServerCore {
         let id = nextConnection
         nextConnection += 1
         connections[id] = Connection(outbox: outbox, clientAddress: clientAddress)
+        if configuration.greetsWithServerID { outbox.yield(.text(#"{"server_id":"0"}"#)) }
         return id
     }
 
