@@ -49,3 +49,10 @@ extension EJSONObject {
         }
     }
 }
+
+/// `{"msg": "ping" | "pong"}` with the optional `id` (DDP.md: "Heartbeats"), sent by both sides.
+func heartbeat(_ kind: String, id: String?) -> EJSON {
+    var o: EJSONObject = ["msg": .string(kind)]
+    if let id { o["id"] = .string(id) }
+    return .object(o)
+}
