@@ -27,7 +27,8 @@ public actor DDPClient {
     private var machine: DDPConnectionStateMachine
     private var outbox: AsyncStream<Outgoing>.Continuation?
     private var methodWaiters: [String: (Completion, CheckedContinuation<EJSON?, any Error>)] = [:]
-    private var readyWaiters: [String: [CheckedContinuation<Void, any Error>]] = [:]
+    private var readyWaiters: [String: [(number: Int, continuation: CheckedContinuation<Void, any Error>)]] = [:]
+    private var nextWaiter = 0
     private var reconnectDelay: Duration?
     private var closed = false
     public private(set) var state: ConnectionState = .idle
@@ -218,34 +219,63 @@ public actor DDPClient {
 
     /// Subscribes; with `waitUntilReady`, returns once `ready` arrives (throws the `nosub` error otherwise).
     @discardableResult
-    public func subscribe(_ name: String, params: [EJSON] = [], waitUntilReady: Bool = true, timeout: Duration? = nil) async throws -> String {
-        let (id, actions) = machine.subscribe(name, params: params)
+    public func subscribe(
+        _ name: String, params: [EJSON] = [], id: String? = nil, waitUntilReady: Bool = true, timeout: Duration? = nil
+    ) async throws -> String {
+        let (id, actions) = machine.subscribe(name, params: params, id: id)
         guard waitUntilReady else {
             perform(actions)
             return id
         }
         // The waiter is registered before `sub` goes out, so neither `ready` nor `nosub` can be missed.
+        let number = takeWaiterNumber()
         try await withDeadline(timeout) {
-            try await self.waitForReady(id, sending: actions)
+            try await self.waitForReady(id, number: number, sending: actions)
         } onTimeout: { client in
-            client.failReadyWaiters(id, DDPClientError.timedOut)
+            client.failReadyWaiter(id, number: number, DDPClientError.timedOut)
         }
         return id
+    }
+
+    /// Waits until an existing subscription is ready; throws its `nosub` error, or
+    /// ``DDPClientError/timedOut``. Returns at once when it is ready already.
+    public func waitUntilReady(_ id: String, timeout: Duration? = nil) async throws {
+        guard let subscription = machine.subscriptions[id] else {
+            throw DDPError.meteor("subscription-stopped", "The subscription is not active")
+        }
+        if subscription.ready { return }
+        let number = takeWaiterNumber()
+        try await withDeadline(timeout) {
+            try await self.waitForReady(id, number: number, sending: [])
+        } onTimeout: { client in
+            client.failReadyWaiter(id, number: number, DDPClientError.timedOut)
+        }
     }
 
     public func unsubscribe(_ id: String) {
         perform(machine.unsubscribe(id))
     }
 
-    private func waitForReady(_ id: String, sending actions: [DDPConnectionStateMachine.Action]) async throws {
+    private func takeWaiterNumber() -> Int {
+        nextWaiter += 1
+        return nextWaiter
+    }
+
+    private func waitForReady(_ id: String, number: Int, sending actions: [DDPConnectionStateMachine.Action]) async throws {
         try await withCheckedThrowingContinuation { continuation in
-            readyWaiters[id, default: []].append(continuation)
+            readyWaiters[id, default: []].append((number, continuation))
             perform(actions)
         }
     }
 
+    private func failReadyWaiter(_ id: String, number: Int, _ error: any Error) {
+        guard let index = readyWaiters[id]?.firstIndex(where: { $0.number == number }) else { return }
+        readyWaiters[id]!.remove(at: index).continuation.resume(throwing: error)
+        if readyWaiters[id]!.isEmpty { readyWaiters[id] = nil }
+    }
+
     private func failReadyWaiters(_ id: String, _ error: any Error) {
-        for waiter in readyWaiters.removeValue(forKey: id) ?? [] { waiter.resume(throwing: error) }
+        for waiter in readyWaiters.removeValue(forKey: id) ?? [] { waiter.continuation.resume(throwing: error) }
     }
 
     private func awaitMethod(
@@ -319,7 +349,7 @@ public actor DDPClient {
                     waiter.1.resume(with: outcome.mapError { $0 as any Error })
                 }
             case .subscriptionReady(let id):
-                for waiter in readyWaiters.removeValue(forKey: id) ?? [] { waiter.resume() }
+                for waiter in readyWaiters.removeValue(forKey: id) ?? [] { waiter.continuation.resume() }
                 onEvent(.subscriptionReady(id: id))
             case .subscriptionStopped(let id, let error):
                 failReadyWaiters(id, error ?? DDPError.meteor("subscription-stopped", "The subscription stopped before it was ready"))

@@ -7,10 +7,10 @@ struct DDPBridgeCommand: AsyncParsableCommand {
         commandName: "ddp-bridge",
         abstract: "Expose a Meteor application's DDP data as REST and Server-Sent Events.",
         discussion: """
-            Status: the DDP client, the in-process demo DDP server and live change output work;
-            the HTTP surface (REST and SSE) is not built yet.
+            Status: sessions and REST work (demo mode serves them); Server-Sent Events, metrics
+            and the web console are not built yet.
             """,
-        version: Bridge.version,
+        version: BridgeApplication.version,
         subcommands: [DemoCommand.self, WatchCommand.self],
         defaultSubcommand: DemoCommand.self
     )

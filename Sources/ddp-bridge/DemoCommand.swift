@@ -1,78 +1,101 @@
 import ArgumentParser
+import Bridge
 import DDP
 import DDPServer
 import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import UnixSignals
 
-/// Starts the embedded demo DDP server and follows it, so a newcomer sees live data without Meteor.
+/// Starts the embedded demo DDP server and the bridge in front of it, so a newcomer sees
+/// the REST API work without a Meteor app.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run the embedded demo DDP server and print its live data (no Meteor app needed)."
+        abstract: "Run the bridge on an embedded demo DDP server with sample data (no Meteor app needed)."
     )
+
+    @Option(help: "Address the bridge listens on.")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "Port of the bridge's HTTP server.")
+    var port: Int = 8080
 
     @Option(help: "Port of the embedded DDP server (0 picks a free one).")
     var ddpPort: Int = 3000
 
-    @Option(help: "Ticks per second of the demo ticker publication.")
-    var tickerRate: Double = 1
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "notice"
 
-    @Option(help: "Stop after this many seconds (0: run until Ctrl-C).")
-    var duration: Double = 0
-
-    @OptionGroup var options: WatchOptions
+    @Flag(help: "Also follow the demo publications and print their live changes.")
+    var watch = false
 
     func run() async throws {
-        let logger = try makeLogger(options.logLevel)
+        let logger = try makeLogger(logLevel)
         let server = LocalDDPServer(configuration: DemoDataSet.configuration, logger: logger)
         try await DemoDataSet.seed(server.core)
-        let port = try await server.start(port: ddpPort)
-        FileHandle.standardOutput.write(Data("demo DDP server on ws://127.0.0.1:\(port)/websocket (users alice/secret, bob/hunter2)\n".utf8))
-        var watchOptions = options
-        if watchOptions.subscriptions.isEmpty {
-            watchOptions.subscriptions = ["tasks", "ticker:[\(tickerRate),0]"]
+        let upstreamPort = try await server.start(port: ddpPort)
+        let upstream = "ws://127.0.0.1:\(upstreamPort)/websocket"
+        let (application, _) = BridgeApplication.make(
+            configuration: BridgeConfiguration(upstream: upstream),
+            http: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "ddp-bridge"),
+            logger: logger,
+            onServerRunning: { channel in
+                let bound = channel.localAddress?.port ?? port
+                Self.say("""
+                    demo DDP server: \(upstream) (users alice/secret, bob/hunter2)
+                    ddp-bridge:      http://\(host):\(bound)
+
+                    try:
+                      curl -s -X POST http://\(host):\(bound)/v1/sessions -H 'content-type: application/json' -d '{"username":"alice","password":"secret"}'
+                      curl -s -X POST http://\(host):\(bound)/v1/subscriptions -H "authorization: Bearer $TOKEN" -d '{"name":"tasks"}'
+                      curl -s "http://\(host):\(bound)/v1/collections/tasks?selector=%7B%22listId%22:%22inbox%22%7D" -H "authorization: Bearer $TOKEN"
+                    """)
+            })
+        var services: [any Service] = [application, TaskToggler(core: server.core)]
+        if watch {
+            var options = WatchOptions()
+            options.subscriptions = ["tasks", "ticker:[1,0]"]
+            options.username = "alice"
+            options.password = "secret"
+            services.append(Watcher(url: upstream, options: options, logger: logger))
         }
-        if watchOptions.username == nil {
-            watchOptions.username = "alice"
-            watchOptions.password = "secret"
-        }
-        let chosen = watchOptions
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await watch(url: "ws://127.0.0.1:\(port)/websocket", options: chosen, logger: logger) }
-            group.addTask { try await Self.changeTasksNowAndThen(server.core) }
-            group.addTask {
-                if duration > 0 {
-                    try await Task.sleep(for: .seconds(duration))
-                } else {
-                    await Self.waitForSignal()
-                }
-            }
-            _ = try await group.next()
-            group.cancelAll()
-        }
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
         await server.stop()
     }
 
-    /// Every few seconds a task is toggled, so the stream shows `changed` events with details.
-    static func changeTasksNowAndThen(_ core: ServerCore) async throws {
-        var done = false
-        while !Task.isCancelled {
-            try await Task.sleep(for: .seconds(5))
-            done.toggle()
-            try await core.update("tasks", ["_id": "task-a1"], ["$set": ["done": .bool(done)]])
+    static func say(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+}
+
+/// Every few seconds a task is toggled, so there is always something changing.
+struct TaskToggler: Service {
+    let core: ServerCore
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            var done = false
+            while !Task.isCancelled {
+                try await Task.sleep(for: .seconds(5))
+                done.toggle()
+                try await core.update("tasks", ["_id": "task-a1"], ["$set": ["done": .bool(done)]])
+            }
         }
     }
+}
 
-    /// Returns on SIGINT or SIGTERM.
-    static func waitForSignal() async {
-        let (stream, continuation) = AsyncStream<Void>.makeStream()
-        let sources = [SIGINT, SIGTERM].map { signalNumber in
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber)
-            source.setEventHandler { continuation.yield() }
-            source.resume()
-            return source
+/// Prints the live changes of the demo publications (`--watch`).
+struct Watcher: Service {
+    let url: String
+    let options: WatchOptions
+    let logger: Logger
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            try await watch(url: url, options: options, logger: logger)
         }
-        for await _ in stream { break }
-        sources.forEach { $0.cancel() }
     }
 }

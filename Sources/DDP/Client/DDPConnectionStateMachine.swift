@@ -370,10 +370,16 @@ public struct DDPConnectionStateMachine: Sendable {
         callMethod("logout", params: [], options: MethodOptions(wait: true), kind: .logout)
     }
 
-    /// Subscribes; `ready` or `nosub` follows. The id is kept across reconnects.
-    public mutating func subscribe(_ name: String, params: [EJSON]) -> (id: String, actions: [Action]) {
-        let id = "s\(nextSubID)"
-        nextSubID += 1
+    /// Subscribes; `ready` or `nosub` follows. The id (chosen here unless given, and then
+    /// unique) is kept across reconnects.
+    public mutating func subscribe(_ name: String, params: [EJSON], id chosen: String? = nil) -> (id: String, actions: [Action]) {
+        let id: String
+        if let chosen, subscriptions[chosen] == nil {
+            id = chosen
+        } else {
+            id = "s\(nextSubID)"
+            nextSubID += 1
+        }
         guard phase != .closed else {
             return (id, [.subscriptionStopped(id: id, error: .meteor("connection-closed", "The connection is closed"))])
         }

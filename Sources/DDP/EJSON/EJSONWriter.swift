@@ -91,7 +91,7 @@ public enum EJSONWriter {
     }
 
     @inline(__always)
-    static func appendLiteral(_ literal: StaticString, to out: inout [UInt8]) {
+    package static func appendLiteral(_ literal: StaticString, to out: inout [UInt8]) {
         out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 
@@ -104,7 +104,7 @@ public enum EJSONWriter {
         }
     }
 
-    static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+    package static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         if value == 0 {
             out.append(UInt8(ascii: "0"))
             return

@@ -93,7 +93,7 @@ extension ServerCore {
         if let email, !(try find("users", ["emails.address": .string(email)]).isEmpty) {
             throw DDPError.meteor(403, "Email already exists.")
         }
-        var user: EJSONObject = ["_id": .string(MeteorRandom.id()), "createdAt": .date(Date().timeIntervalSince1970 * 1000)]
+        var user: EJSONObject = ["_id": .string(MeteorRandom.id()), "createdAt": .date(Self.nowMilliseconds())]
         if let username { user["username"] = .string(username) }
         if let email { user["emails"] = [["address": .string(email), "verified": false]] }
         user["profile"] = .object(profile)
@@ -105,7 +105,7 @@ extension ServerCore {
     private func issueToken(_ connection: Int, user: EJSONObject) -> EJSON {
         let token = MeteorRandom.secret()
         let userId = user["_id"]?.stringValue ?? ""
-        let when = Date().timeIntervalSince1970 * 1000
+        let when = Self.nowMilliseconds()
         _ = try? update("users", ["_id": .string(userId)],
                         ["$push": ["services.resume.loginTokens": ["hashedToken": .string(Self.hash(token)), "when": .date(when)]]], fenced: true)
         return loggedIn(connection, user: user, token: token, type: "password")
@@ -113,7 +113,7 @@ extension ServerCore {
 
     private func loggedIn(_ connection: Int, user: EJSONObject, token: String, type: String) -> EJSON {
         let userId = user["_id"]?.stringValue ?? ""
-        let issued = tokenIssued(user, token) ?? Date().timeIntervalSince1970 * 1000
+        let issued = tokenIssued(user, token) ?? Self.nowMilliseconds()
         connections[connection]?.loginToken = token
         setUser(connection, userId)
         return ["id": .string(userId), "token": .string(token),
@@ -134,7 +134,7 @@ extension ServerCore {
             let issued = tokenIssued(user, token)
         else { return nil }
         let expires = issued + configuration.tokenLifetime.seconds * 1000
-        return expires > Date().timeIntervalSince1970 * 1000 ? user : nil
+        return expires > Self.nowMilliseconds() ? user : nil
     }
 
     /// Meteor's accounts rule: a few login attempts per connection per interval.
@@ -154,6 +154,9 @@ extension ServerCore {
         calls.append(now)
         return nil
     }
+
+    /// Now, in whole milliseconds since 1970 (as JavaScript dates are).
+    static func nowMilliseconds() -> Double { (Date().timeIntervalSince1970 * 1000).rounded() }
 
     /// Login tokens are stored hashed (SHA-256, base64), as Meteor stores them.
     static func hash(_ token: String) -> String {

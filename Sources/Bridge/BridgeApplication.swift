@@ -1,0 +1,24 @@
+public import Hummingbird
+public import Logging
+public import NIOCore
+
+/// The bridge as a Hummingbird application: the REST routes, the JSON error shape, and the
+/// session registry running as one of the application's services.
+public enum BridgeApplication {
+    public static let version = "0.1.0"
+
+    public static func make(
+        configuration: BridgeConfiguration,
+        http: ApplicationConfiguration,
+        logger: Logger,
+        onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+    ) -> (application: Application<RouterResponder<BridgeRequestContext>>, registry: SessionRegistry) {
+        let registry = SessionRegistry(configuration: configuration, logger: logger)
+        let router = Router(context: BridgeRequestContext.self)
+        router.middlewares.add(ErrorMiddleware())
+        BridgeRoutes(registry: registry).register(on: router)
+        let application = Application(
+            router: router, configuration: http, services: [registry], onServerRunning: onServerRunning, logger: logger)
+        return (application, registry)
+    }
+}

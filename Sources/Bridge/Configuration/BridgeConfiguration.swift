@@ -1,0 +1,73 @@
+public import DDP
+public import DDPClient
+
+/// Every setting of the bridge, with production defaults.
+public struct BridgeConfiguration: Sendable {
+    /// The upstream Meteor app: `ws://host:port/websocket` or `wss://…`. Fixed by the operator.
+    public var upstream: String
+    public var upstreamTLS: DDPClientOptions.TLS
+    /// Negotiate `permessage-deflate` with the upstream.
+    public var upstreamCompression: Bool
+    /// How long a new session waits for the upstream before answering 503.
+    public var connectTimeout: Duration
+    /// Default and maximum time a method call or a subscription waits.
+    public var requestTimeout: Duration
+    public var maxRequestTimeout: Duration
+    /// A session with no request and no open stream for this long is closed.
+    public var sessionIdleTimeout: Duration
+    /// How long an unused shared subscription is kept before it is stopped upstream.
+    public var subscriptionLinger: Duration
+    public var maxSessions: Int
+    public var maxSessionsPerAddress: Int
+    public var maxSubscriptionsPerSession: Int
+    /// Largest request body, in bytes.
+    public var maxBodySize: Int
+    /// Session creations and logins per client address and interval, so that new sessions are no way
+    /// around Meteor's per-connection login limit (5 per 10 s).
+    public var loginRateLimit: (calls: Int, interval: Duration)
+    /// Documents a collection query returns when it sets no `limit`, and the most it may ask for.
+    public var defaultQueryLimit: Int
+    public var maxQueryLimit: Int
+    /// Read the client address from `X-Forwarded-For` (only behind a proxy you trust).
+    public var trustForwardedFor: Bool
+    /// Upstream protocol settings (heartbeats, reconnect backoff).
+    public var ddp: DDPClientConfiguration
+
+    public init(
+        upstream: String,
+        upstreamTLS: DDPClientOptions.TLS = .init(),
+        upstreamCompression: Bool = false,
+        connectTimeout: Duration = .seconds(10),
+        requestTimeout: Duration = .seconds(30),
+        maxRequestTimeout: Duration = .seconds(300),
+        sessionIdleTimeout: Duration = .seconds(15 * 60),
+        subscriptionLinger: Duration = .seconds(5),
+        maxSessions: Int = 10_000,
+        maxSessionsPerAddress: Int = 100,
+        maxSubscriptionsPerSession: Int = 100,
+        maxBodySize: Int = 1 << 20,
+        loginRateLimit: (calls: Int, interval: Duration) = (10, .seconds(10)),
+        defaultQueryLimit: Int = 1_000,
+        maxQueryLimit: Int = 100_000,
+        trustForwardedFor: Bool = false,
+        ddp: DDPClientConfiguration = DDPClientConfiguration()
+    ) {
+        self.upstream = upstream
+        self.upstreamTLS = upstreamTLS
+        self.upstreamCompression = upstreamCompression
+        self.connectTimeout = connectTimeout
+        self.requestTimeout = requestTimeout
+        self.maxRequestTimeout = maxRequestTimeout
+        self.sessionIdleTimeout = sessionIdleTimeout
+        self.subscriptionLinger = subscriptionLinger
+        self.maxSessions = maxSessions
+        self.maxSessionsPerAddress = maxSessionsPerAddress
+        self.maxSubscriptionsPerSession = maxSubscriptionsPerSession
+        self.maxBodySize = maxBodySize
+        self.loginRateLimit = loginRateLimit
+        self.defaultQueryLimit = defaultQueryLimit
+        self.maxQueryLimit = maxQueryLimit
+        self.trustForwardedFor = trustForwardedFor
+        self.ddp = ddp
+    }
+}

@@ -1,0 +1,125 @@
+import DDP
+import DDPClient
+import Hummingbird
+
+extension BridgeRoutes {
+    /// `GET /v1/collections`: the session's collections with their document counts.
+    @Sendable func listCollections(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let session = try await session(request, context)
+        let list = await session.client.withCache { cache in
+            cache.collections.keys.sorted().map { name -> EJSON in ["name": .string(name), "count": .int(cache.collections[name]!.documents.count)] }
+        }
+        return HTTPSupport.json(.array(list))
+    }
+
+    /// `GET /v1/collections/{name}?selector=&sort=&skip=&limit=&fields=`.
+    @Sendable func queryCollection(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let name = try collectionName(context)
+        let q = request.uri.queryParameters
+        let query = try DocumentQuery(
+            selector: q.get("selector"), sort: q.get("sort"), skip: q.get("skip"), limit: q.get("limit"), fields: q.get("fields"),
+            defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
+        let session = try await session(request, context)
+        let bytes = await session.client.withCache { cache -> [UInt8] in
+            let (documents, count) = query.run(on: cache.collections[name])
+            var out: [UInt8] = []
+            out.reserveCapacity(64 + documents.count * 128)
+            EJSONWriter.appendLiteral("{\"documents\":[", to: &out)
+            for (i, document) in documents.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                EJSONWriter.write(.object(document), into: &out)
+            }
+            EJSONWriter.appendLiteral("],\"count\":", to: &out)
+            EJSONWriter.writeInteger(Int64(count), into: &out)
+            out.append(UInt8(ascii: "}"))
+            return out
+        }
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(bytes: bytes)))
+    }
+
+    /// `GET /v1/collections/{name}/{id}`: one document with its `_id`; 404 when the session does not hold it.
+    @Sendable func getDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let name = try collectionName(context)
+        let id = try documentID(context)
+        let session = try await session(request, context)
+        guard let document = await session.client.withCache({ $0.document(name, id.wire) }) else {
+            throw BridgeError.notFound("No document '\(id.wire)' in '\(name)' for this session (is it published to it?)")
+        }
+        return HTTPSupport.json(.object(DocumentQuery.withID(id.wire, document)))
+    }
+
+    /// `POST /v1/collections/{name}`: insert through `/{name}/insert`; a missing `_id` becomes a
+    /// Meteor-style id, predictable from the call's `randomSeed`.
+    @Sendable func insertDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let name = try collectionName(context)
+        guard let document = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize) else {
+            throw BridgeError.badRequest("the body must be the document to insert, a JSON object")
+        }
+        if let id = document["_id"] {
+            do { _ = try DocumentID(ejson: id) } catch { throw BridgeError.badRequest("invalid _id: \(error.reason)") }
+        }
+        let seed = MeteorRandom.randomSeed()
+        let session = try await session(request, context)
+        let result = try await collectionCall(session, name, "insert", [.object(document)], randomSeed: document["_id"] == nil ? seed : nil)
+        let id: EJSON
+        if let result, !result.isNull { id = result } else {
+            var generator = AleaRandom(randomSeed: seed, stream: "/collection/\(name)")
+            id = document["_id"] ?? .string(generator.id())
+        }
+        return HTTPSupport.json(["id": id], status: .created)
+    }
+
+    /// `PATCH /v1/collections/{name}/{id}`: a Mongo modifier, or plain fields meaning `$set`.
+    @Sendable func updateDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let name = try collectionName(context)
+        let id = try documentID(context)
+        guard let body = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize), !body.isEmpty else {
+            throw BridgeError.badRequest("the body must be a modifier ({\"$set\": {...}}) or the fields to set")
+        }
+        let operators = body.keys.filter { $0.hasPrefix("$") }
+        guard operators.isEmpty || operators.count == body.count else {
+            throw BridgeError.badRequest("the body must be either a modifier or plain fields, not both")
+        }
+        let modifier: EJSON = operators.isEmpty ? ["$set": .object(body)] : .object(body)
+        let session = try await session(request, context)
+        let result = try await collectionCall(session, name, "update", [["_id": id.ejson], modifier, [:]])
+        let count = result?.intValue ?? 0
+        guard count > 0 else { throw BridgeError.notFound("No document '\(id.wire)' in '\(name)'") }
+        return HTTPSupport.json(["updated": .int(count)])
+    }
+
+    /// `DELETE /v1/collections/{name}/{id}`.
+    @Sendable func removeDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let name = try collectionName(context)
+        let id = try documentID(context)
+        let session = try await session(request, context)
+        let result = try await collectionCall(session, name, "remove", [["_id": id.ejson]])
+        let count = result?.intValue ?? 0
+        guard count > 0 else { throw BridgeError.notFound("No document '\(id.wire)' in '\(name)'") }
+        return HTTPSupport.json(["removed": .int(count)])
+    }
+
+    /// Calls `/{name}/{op}`, falling back to Meteor 3's `/{name}/{op}Async` when only that exists.
+    private func collectionCall(_ session: Session, _ name: String, _ op: String, _ params: [EJSON], randomSeed: String? = nil) async throws -> EJSON? {
+        try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+        let options = MethodOptions(randomSeed: randomSeed)
+        do {
+            return try await session.client.call("/\(name)/\(op)", params: params, options: options, timeout: configuration.requestTimeout)
+        } catch let error as DDPError where error.error == .number(404) && (error.reason ?? "").hasPrefix("Method '") {
+            return try await session.client.call("/\(name)/\(op)Async", params: params, options: options, timeout: configuration.requestTimeout)
+        }
+    }
+
+    private func collectionName(_ context: BridgeRequestContext) throws -> String {
+        let raw = try context.parameters.require("name")
+        guard let name = raw.removingPercentEncoding, !name.isEmpty else { throw BridgeError.badRequest("invalid collection name") }
+        return name
+    }
+
+    /// The `{id}` path segment as Meteor's wire id (an ObjectId as 24 hex digits, `~` forms for numbers).
+    private func documentID(_ context: BridgeRequestContext) throws -> DocumentID {
+        let raw = try context.parameters.require("id")
+        guard let text = raw.removingPercentEncoding else { throw BridgeError.badRequest("invalid document id") }
+        do { return try DocumentID(wire: text) } catch { throw BridgeError.badRequest("invalid document id: \(error.reason)") }
+    }
+}

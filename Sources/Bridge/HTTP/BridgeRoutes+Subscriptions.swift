@@ -1,0 +1,112 @@
+import DDP
+import DDPClient
+import Hummingbird
+
+extension BridgeRoutes {
+    struct SubscriptionRequest: Sendable {
+        let name: String
+        let params: [EJSON]
+        let wait: Bool
+        let timeout: Duration
+    }
+
+    /// `POST /v1/subscriptions`: `{"name", "params"?, "wait"? (true), "timeout"? (ms)}`, or an
+    /// array of them: a group that answers when all are ready, or says which failed.
+    @Sendable func subscribe(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let requests: [SubscriptionRequest]
+        var isGroup = false
+        switch try await HTTPSupport.body(request, limit: configuration.maxBodySize) {
+        case .object(let o)?: requests = [try parseSubscription(o)]
+        case .array(let items)?:
+            guard !items.isEmpty else { throw BridgeError.badRequest("a subscription group must not be empty") }
+            isGroup = true
+            requests = try items.map { item throws(BridgeError) in
+                guard case .object(let o) = item else { throw .badRequest("each subscription must be an object {\"name\", \"params\"}") }
+                return try parseSubscription(o)
+            }
+        case nil: throw BridgeError.badRequest("the body must be {\"name\", \"params\"} or an array of them")
+        case let other?: throw BridgeError.badRequest("the body must be an object or an array, not \(other.typeName)")
+        }
+        let session = try await session(request, context)
+        try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+        let outcomes = await withTaskGroup(of: (Int, Result<SubscriptionInfo, BridgeError>).self) { group in
+            for (index, item) in requests.enumerated() {
+                group.addTask {
+                    do {
+                        return (index, .success(try await session.subscribe(item.name, params: item.params, wait: item.wait, timeout: item.timeout)))
+                    } catch {
+                        return (index, .failure(BridgeError.from(error)))
+                    }
+                }
+            }
+            var results = [Result<SubscriptionInfo, BridgeError>?](repeating: nil, count: requests.count)
+            for await (index, result) in group { results[index] = result }
+            return results.map { $0! }
+        }
+        if !isGroup {
+            switch outcomes[0] {
+            case .success(let info): return HTTPSupport.json(info.ejson, status: .created)
+            case .failure(let error): throw error
+            }
+        }
+        let described: [EJSON] = zip(requests, outcomes).map { item, outcome in
+            switch outcome {
+            case .success(let info): return info.ejson
+            case .failure(let error):
+                return ["name": .string(item.name), "params": .array(item.params), "state": "error", "error": error.body]
+            }
+        }
+        guard let failure = outcomes.first(where: { if case .failure = $0 { true } else { false } }), case .failure(let first) = failure else {
+            return HTTPSupport.json(.array(described), status: .created)
+        }
+        throw BridgeError(status: first.status, error: "subscription-failed",
+                          reason: "\(outcomes.filter { if case .failure = $0 { true } else { false } }.count) of \(requests.count) subscriptions failed: \(first.reason)",
+                          details: ["subscriptions": .array(described)], retryAfter: first.retryAfter)
+    }
+
+    private func parseSubscription(_ o: EJSONObject) throws(BridgeError) -> SubscriptionRequest {
+        guard case .string(let name)? = o["name"], !name.isEmpty else { throw .badRequest("name must be a non-empty string") }
+        let params: [EJSON]
+        switch o["params"] {
+        case nil, .null?: params = []
+        case .array(let list)?: params = list
+        default: throw .badRequest("params must be an array")
+        }
+        let wait: Bool
+        switch o["wait"] {
+        case nil: wait = true
+        case .bool(let b)?: wait = b
+        default: throw .badRequest("wait must be true or false")
+        }
+        var timeout = configuration.requestTimeout
+        if let value = o["timeout"] {
+            guard let ms = value.intValue, ms > 0 else { throw .badRequest("timeout must be a positive number of milliseconds") }
+            guard .milliseconds(ms) <= configuration.maxRequestTimeout else { throw .badRequest("timeout must be at most \(Int(configuration.maxRequestTimeout.seconds * 1000)) ms") }
+            timeout = .milliseconds(ms)
+        }
+        return SubscriptionRequest(name: name, params: params, wait: wait, timeout: timeout)
+    }
+
+    /// `GET /v1/subscriptions`.
+    @Sendable func listSubscriptions(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let session = try await session(request, context)
+        return HTTPSupport.json(.array(session.subscriptions.map(\.ejson)))
+    }
+
+    /// `DELETE /v1/subscriptions/{id}`: drops one reference; the upstream `unsub` follows after the linger.
+    @Sendable func unsubscribe(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let id = try context.parameters.require("id")
+        let session = try await session(request, context)
+        guard session.unsubscribe(id) else { throw BridgeError.notFound("No subscription '\(id)' in this session") }
+        return Response(status: .noContent)
+    }
+
+    /// `DELETE /v1/subscriptions?name=`: drops every subscription of that publication.
+    @Sendable func unsubscribeByName(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        guard let name = request.uri.queryParameters.get("name"), !name.isEmpty else {
+            throw BridgeError.badRequest("name is needed: DELETE /v1/subscriptions?name=publication")
+        }
+        let session = try await session(request, context)
+        return HTTPSupport.json(["removed": .int(session.unsubscribe(named: name))])
+    }
+}

@@ -1,0 +1,90 @@
+import DDP
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// JSON in and out, tokens and client addresses: the small pieces every route uses.
+enum HTTPSupport {
+    static let cookieName = "ddp_bridge_session"
+
+    /// An EJSON body as a response (compact UTF-8 JSON).
+    static func json(_ value: EJSON, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        var headers = headers
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: EJSONWriter.encode(value))))
+    }
+
+    /// The request body as EJSON; `nil` when empty. 400 for malformed JSON/EJSON, 413 when too large.
+    static func body(_ request: Request, limit: Int) async throws -> EJSON? {
+        var request = request
+        let buffer = try await request.collectBody(upTo: limit)
+        let bytes = buffer.readableBytesView
+        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return nil }
+        do {
+            return try EJSONParser.parse(bytes)
+        } catch {
+            throw BridgeError.badRequest("the body is not valid JSON: \(error)")
+        }
+    }
+
+    /// The body as an object (or `nil` when empty); 400 for anything else.
+    static func objectBody(_ request: Request, limit: Int) async throws -> EJSONObject? {
+        switch try await body(request, limit: limit) {
+        case nil: return nil
+        case .object(let o)?: return o
+        case let other?: throw BridgeError.badRequest("the body must be a JSON object, not \(other.typeName)")
+        }
+    }
+
+    /// The credential a request carries: `Authorization: Bearer`, the session cookie, or `?token=`.
+    static func credential(_ request: Request) -> (token: String, fromBearer: Bool)? {
+        if let header = request.headers[.authorization] {
+            let parts = header.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" {
+                let token = parts[1].trimmingCharacters(in: .whitespaces)
+                if !token.isEmpty { return (token, true) }
+            }
+        }
+        for cookieHeader in request.headers[values: .cookie] {
+            for pair in cookieHeader.split(separator: ";") {
+                let kv = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+                if kv.count == 2, kv[0] == cookieName { return (String(kv[1]), false) }
+            }
+        }
+        if let token = request.uri.queryParameters.get("token"), !token.isEmpty { return (token, false) }
+        return nil
+    }
+
+    static func sessionCookie(_ token: String) -> String {
+        "\(cookieName)=\(token); Path=/; HttpOnly; SameSite=Lax"
+    }
+
+    static let clearedCookie = "\(cookieName)=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"
+
+    /// The end user's address: the peer, or the first `X-Forwarded-For` entry behind a trusted proxy.
+    static func clientAddress(_ request: Request, _ context: BridgeRequestContext, trustForwardedFor: Bool) -> String {
+        if trustForwardedFor, let forwarded = request.headers[.init("X-Forwarded-For")!] {
+            let first = forwarded.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            if !first.isEmpty { return first }
+        }
+        return context.remoteAddress?.ipAddress ?? "unknown"
+    }
+
+    /// A query parameter as a positive number of milliseconds, bounded.
+    static func duration(_ request: Request, _ name: String, default value: Duration, max: Duration) throws(BridgeError) -> Duration {
+        guard let text = request.uri.queryParameters.get(name) else { return value }
+        guard let ms = Int(text), ms > 0 else { throw .badRequest("\(name) must be a positive number of milliseconds, got '\(text)'") }
+        guard Duration.milliseconds(ms) <= max else { throw .badRequest("\(name) must be at most \(Int(max.seconds * 1000)) ms") }
+        return .milliseconds(ms)
+    }
+
+    static func flag(_ request: Request, _ name: String) throws(BridgeError) -> Bool? {
+        guard let text = request.uri.queryParameters.get(name) else { return nil }
+        switch text.lowercased() {
+        case "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        default: throw .badRequest("\(name) must be true or false, got '\(text)'")
+        }
+    }
+}

@@ -1,0 +1,181 @@
+public import DDP
+
+/// A query over one collection of the session's cache: a Mongo-style selector, a
+/// multi-key sort, skip, limit and a field projection, as `GET /v1/collections/{name}` takes them.
+public struct DocumentQuery: Sendable {
+    public var selector: Selector = .everything
+    /// Sort keys in order; `true` means ascending.
+    public var sort: [(path: [String], ascending: Bool)] = []
+    public var skip = 0
+    public var limit: Int
+    public var projection: Projection?
+
+    public init(limit: Int) { self.limit = limit }
+
+    /// Reads the query parameters; each of `selector`, `sort`, `fields` is JSON (EJSON).
+    public init(selector: String?, sort: String?, skip: String?, limit: String?, fields: String?, defaultLimit: Int, maxLimit: Int) throws(BridgeError) {
+        self.limit = defaultLimit
+        if let selector {
+            do { self.selector = try Selector(try Self.json(selector, "selector")) } catch let error as SelectorError {
+                throw .badRequest("invalid selector: \(error.reason)")
+            } catch { throw BridgeError.from(error) }
+        }
+        if let sort { self.sort = try Self.parseSort(try Self.json(sort, "sort")) }
+        if let skip {
+            guard let n = Int(skip), n >= 0 else { throw .badRequest("skip must be a non-negative integer, got '\(skip)'") }
+            self.skip = n
+        }
+        if let limit {
+            guard let n = Int(limit), n >= 0 else { throw .badRequest("limit must be a non-negative integer, got '\(limit)'") }
+            guard n <= maxLimit else { throw .badRequest("limit must be at most \(maxLimit)") }
+            self.limit = n
+        }
+        if let fields { projection = try Projection(try Self.json(fields, "fields")) }
+    }
+
+    static func json(_ text: String, _ name: String) throws(BridgeError) -> EJSON {
+        do { return try EJSONParser.parse(text) } catch { throw .badRequest("\(name) is not valid JSON: \(error)") }
+    }
+
+    /// `{"field": 1 | -1, ...}` (in key order) or `[["field", "asc" | "desc"], ...]` or `["field", ...]`.
+    static func parseSort(_ value: EJSON) throws(BridgeError) -> [(path: [String], ascending: Bool)] {
+        func direction(_ v: EJSON) throws(BridgeError) -> Bool {
+            switch v {
+            case .number(1), .string("asc"), .string("ascending"): return true
+            case .number(-1), .string("desc"), .string("descending"): return false
+            default: throw .badRequest("a sort direction must be 1, -1, \"asc\" or \"desc\"")
+            }
+        }
+        func path(_ key: String) -> [String] { key.split(separator: ".").map(String.init) }
+        switch value {
+        case .object(let o):
+            var out: [(path: [String], ascending: Bool)] = []
+            for field in o { out.append((path(field.key), try direction(field.value))) }
+            return out
+        case .array(let items):
+            var out: [(path: [String], ascending: Bool)] = []
+            for item in items {
+                switch item {
+                case .string(let key): out.append((path(key), true))
+                case .array(let pair) where pair.count == 2 && pair[0].stringValue != nil:
+                    out.append((path(pair[0].stringValue!), try direction(pair[1])))
+                default: throw .badRequest("sort entries must be \"field\" or [\"field\", \"asc\"|\"desc\"]")
+                }
+            }
+            return out
+        default:
+            throw .badRequest("sort must be an object or an array")
+        }
+    }
+
+    /// Runs the query: matching documents (with `_id`) after sort, skip and limit, and the total count.
+    public func run(on collection: DocumentCache.Collection?) -> (documents: [EJSONObject], count: Int) {
+        guard let collection else { return ([], 0) }
+        var matches: [(id: String, document: EJSONObject)] = []
+        for (id, fields) in collection.documents {
+            let document = Self.withID(id, fields)
+            if selector.matches(document) { matches.append((id, document)) }
+        }
+        if let order = collection.order, sort.isEmpty {
+            let rank = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
+            matches.sort { (rank[$0.id] ?? .max) < (rank[$1.id] ?? .max) }
+        } else {
+            let keys = sort
+            matches.sort { a, b in
+                for key in keys {
+                    let c = EJSON.compare(Self.value(a.document, key.path), Self.value(b.document, key.path))
+                    if c != 0 { return key.ascending ? c < 0 : c > 0 }
+                }
+                return a.id < b.id
+            }
+        }
+        let page = matches.dropFirst(skip).prefix(limit).map { projection?.apply($0.document) ?? $0.document }
+        return (Array(page), matches.count)
+    }
+
+    /// A cached document with its `_id` first, decoded from the wire id.
+    public static func withID(_ id: String, _ fields: EJSONObject) -> EJSONObject {
+        let idValue = (try? DocumentID(wire: id).ejson) ?? .string(id)
+        var fieldsList = [EJSONObject.Field(key: "_id", value: idValue)]
+        fieldsList.reserveCapacity(fields.count + 1)
+        for field in fields where field.key != "_id" { fieldsList.append(field) }
+        return EJSONObject(uniqueFieldsInOrder: fieldsList)
+    }
+
+    static func value(_ document: EJSONObject, _ path: [String]) -> EJSON {
+        var current = EJSON.object(document)
+        for key in path {
+            guard let next = current[key] else { return .null }
+            current = next
+        }
+        return current
+    }
+}
+
+/// `{"a": 1, "b.c": 1}` keeps those fields (and `_id` unless `"_id": 0`); `{"a": 0}` drops them.
+public struct Projection: Sendable {
+    let paths: [[String]]
+    let include: Bool
+    let keepID: Bool
+
+    init(_ value: EJSON) throws(BridgeError) {
+        guard case .object(let o) = value else { throw .badRequest("fields must be an object like {\"name\": 1}") }
+        var include: Bool?
+        var keepID = true
+        var paths: [[String]] = []
+        for field in o {
+            let flag: Bool
+            switch field.value {
+            case .number(let n): flag = n != 0
+            case .bool(let b): flag = b
+            default: throw .badRequest("fields values must be 1 or 0")
+            }
+            if field.key == "_id" {
+                keepID = flag
+                continue
+            }
+            if let include, include != flag { throw .badRequest("fields cannot mix inclusion and exclusion") }
+            include = flag
+            paths.append(field.key.split(separator: ".").map(String.init))
+        }
+        self.paths = paths
+        self.include = include ?? false
+        self.keepID = keepID
+    }
+
+    func apply(_ document: EJSONObject) -> EJSONObject {
+        var out: EJSONObject
+        if include {
+            out = EJSONObject()
+            if keepID, let id = document["_id"] { out["_id"] = id }
+            for path in paths { Self.copy(path[...], from: .object(document), into: &out) }
+        } else {
+            out = document
+            if !keepID { out.removeValue(forKey: "_id") }
+            for path in paths { Self.remove(path[...], from: &out) }
+        }
+        return out
+    }
+
+    private static func copy(_ path: ArraySlice<String>, from source: EJSON, into target: inout EJSONObject) {
+        guard let key = path.first, let value = source[key] else { return }
+        if path.count == 1 {
+            target[key] = value
+            return
+        }
+        var child = target[key]?.objectValue ?? EJSONObject()
+        copy(path.dropFirst(), from: value, into: &child)
+        if !child.isEmpty { target[key] = .object(child) }
+    }
+
+    private static func remove(_ path: ArraySlice<String>, from target: inout EJSONObject) {
+        guard let key = path.first else { return }
+        if path.count == 1 {
+            target.removeValue(forKey: key)
+            return
+        }
+        guard case .object(var child)? = target[key] else { return }
+        remove(path.dropFirst(), from: &child)
+        target[key] = .object(child)
+    }
+}

@@ -1,0 +1,25 @@
+/// A sliding-window limit of events per key (a client address).
+struct RateLimiter: Sendable {
+    let calls: Int
+    let interval: Duration
+    private var events: [String: [ContinuousClock.Instant]] = [:]
+
+    init(calls: Int, interval: Duration) {
+        self.calls = calls
+        self.interval = interval
+    }
+
+    /// Records an event; returns the wait before the next one is allowed when over the limit.
+    mutating func take(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
+        var recent = (events[key] ?? []).filter { now - $0 < interval }
+        defer { events[key] = recent.isEmpty ? nil : recent }
+        guard recent.count < calls else { return interval - (now - recent[0]) }
+        recent.append(now)
+        return nil
+    }
+
+    /// Forgets keys with no recent events (bounded memory).
+    mutating func prune(now: ContinuousClock.Instant) {
+        events = events.filter { _, times in times.contains { now - $0 < interval } }
+    }
+}

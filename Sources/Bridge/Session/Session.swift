@@ -1,0 +1,180 @@
+public import DDP
+public import DDPClient
+import Foundation
+import HTTPTypes
+public import Logging
+
+
+/// One user's session: exactly one upstream DDP connection shared by all its requests,
+/// its subscriptions, its login state and its document cache (the client's merged view).
+public final class Session: Sendable {
+    struct State: Sendable {
+        var lastActivity = ContinuousClock.now
+        var openStreams = 0
+        var subscriptions = SharedSubscriptions()
+        var connection: ConnectionState = .idle
+        var userID: String?
+        /// The bridge itself logged in with a password (so closing the session logs out upstream).
+        var loggedInByBridge = false
+        var closed: String?
+    }
+
+    /// A short id for logs; not the token.
+    public let id: String
+    let tokenHash: String
+    public let client: DDPClient
+    public let clientAddress: String
+    /// SHA-256 of the Meteor login token this session is keyed by, if any.
+    let meteorKey: String?
+    public let createdAt = Date()
+    let configuration: BridgeConfiguration
+    let state: LockedState<State>
+    let logger: Logger
+
+    init(tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger) {
+        let id = String(MeteorRandom.id().prefix(8))
+        var logger = logger
+        logger[metadataKey: "ddp.session"] = .string(id)
+        self.id = id
+        self.tokenHash = tokenHash
+        self.clientAddress = clientAddress
+        self.meteorKey = meteorKey
+        self.configuration = configuration
+        self.logger = logger
+        let state = LockedState(State())
+        self.state = state
+        var options = DDPClientOptions(
+            url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
+            compression: configuration.upstreamCompression)
+        options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress
+        self.client = DDPClient(options: options, logger: logger) { event in
+            Session.handle(event, in: state)
+        }
+    }
+
+    /// Runs the upstream connection until the session closes.
+    func run() async { await client.run() }
+
+    static func handle(_ event: DDPClientEvent, in state: LockedState<State>) {
+        state.withLock { state in
+            switch event {
+            case .stateChanged(let connection): state.connection = connection
+            case .subscriptionReady(let id): state.subscriptions.markReady(id)
+            case .subscriptionStopped(let id, _): state.subscriptions.remove(id)
+            case .userChanged(let user): state.userID = user
+            case .documentsChanged, .resumeRefused, .protocolError: break
+            }
+        }
+    }
+
+    // MARK: - Activity
+
+    func touch() { state.withLock { $0.lastActivity = .now } }
+
+    func isIdle(now: ContinuousClock.Instant) -> Bool {
+        state.withLock { $0.openStreams == 0 && now - $0.lastActivity >= configuration.sessionIdleTimeout }
+    }
+
+    public var connection: ConnectionState { state.withLock { $0.connection } }
+    public var userID: String? { state.withLock { $0.userID } }
+
+    /// Waits until the upstream connection is up, or answers 503.
+    func waitUntilConnected(timeout: Duration) async throws(BridgeError) {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            switch connection {
+            case .connected: return
+            case .closed(let reason): throw .upstreamUnavailable("The upstream connection is closed: \(reason)")
+            default: break
+            }
+            guard ContinuousClock.now < deadline else {
+                var retry = 5
+                if case .reconnecting(_, let delay) = connection { retry = max(1, Int(delay.seconds.rounded(.up))) }
+                throw .upstreamUnavailable("The upstream Meteor server is unreachable", retryAfter: retry)
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Closes the upstream connection (logging out first when the bridge logged in with a password).
+    func close(reason: String) async {
+        let logOut = state.withLock { state -> Bool in
+            guard state.closed == nil else { return false }
+            state.closed = reason
+            return state.loggedInByBridge
+        }
+        if logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }
+        await client.close(reason: reason)
+    }
+
+    // MARK: - Login
+
+    /// Logs in upstream; a password login by the bridge is logged out when the session closes.
+    func login(_ request: LoginRequest, timeout: Duration) async throws -> LoginResult {
+        let result = try await client.login(request, timeout: timeout)
+        if case .password = request { state.withLock { $0.loggedInByBridge = true } }
+        return result
+    }
+
+    func createUser(username: String?, email: String?, password: String, profile: EJSON?, timeout: Duration) async throws -> LoginResult {
+        let result = try await client.createUser(username: username, email: email, password: password, profile: profile, timeout: timeout)
+        state.withLock { $0.loggedInByBridge = true }
+        return result
+    }
+
+    func logout(timeout: Duration) async throws {
+        try await client.logout(timeout: timeout)
+        state.withLock { $0.loggedInByBridge = false }
+    }
+
+    // MARK: - Subscriptions
+
+    /// Subscribes (or shares the identical subscription already made); waits for `ready` when asked.
+    func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration) async throws -> SubscriptionInfo {
+        let acquired = try state.withLock { state throws(BridgeError) -> (id: String, isNew: Bool) in
+            let key = SharedSubscriptions.key(name, params)
+            let exists = state.subscriptions.entries.values.contains { $0.key == key }
+            if !exists && state.subscriptions.count >= configuration.maxSubscriptionsPerSession {
+                throw BridgeError(.tooManyRequests, "too-many-subscriptions",
+                                  "A session may hold at most \(configuration.maxSubscriptionsPerSession) subscriptions")
+            }
+            return state.subscriptions.acquire(name, params) { "b" + MeteorRandom.id() }
+        }
+        do {
+            if acquired.isNew {
+                try await client.subscribe(name, params: params, id: acquired.id, waitUntilReady: wait, timeout: timeout)
+            } else if wait {
+                try await client.waitUntilReady(acquired.id, timeout: timeout)
+            }
+        } catch let error as DDPError {
+            state.withLock { $0.subscriptions.remove(acquired.id) }
+            throw error
+        }
+        return state.withLock { state in
+            state.subscriptions.entries[acquired.id]?.info
+                ?? SubscriptionInfo(id: acquired.id, name: name, params: params, state: .pending, refs: 1)
+        }
+    }
+
+    public var subscriptions: [SubscriptionInfo] { state.withLock { $0.subscriptions.list } }
+
+    /// Drops a reference to a subscription; `false` when there is no such subscription.
+    func unsubscribe(_ id: String) -> Bool {
+        let deadline = ContinuousClock.now + configuration.subscriptionLinger
+        return state.withLock { state in
+            guard let entry = state.subscriptions.entries[id], entry.info.refs > 0 else { return false }
+            return state.subscriptions.release(id, at: deadline)
+        }
+    }
+
+    func unsubscribe(named name: String) -> Int {
+        let deadline = ContinuousClock.now + configuration.subscriptionLinger
+        return state.withLock { $0.subscriptions.releaseAll(named: name, at: deadline) }
+    }
+
+    /// Stops upstream the subscriptions whose linger is over.
+    func releaseLingering(now: ContinuousClock.Instant) async {
+        let expired = state.withLock { $0.subscriptions.takeExpired(now: now) }
+        for id in expired { await client.unsubscribe(id) }
+    }
+}

@@ -1,0 +1,143 @@
+import DDP
+import Foundation
+import HTTPTypes
+public import Logging
+public import ServiceLifecycle
+
+/// Every session, by token hash (and by Meteor token hash for token-keyed sessions).
+/// As a `Service`, it runs each session's upstream connection in its own task group,
+/// closes idle sessions and releases lingering subscriptions; on shutdown it closes them all.
+public final class SessionRegistry: Service, Sendable {
+    struct State: Sendable {
+        var sessions: [String: Session] = [:]
+        var byMeteorKey: [String: Session] = [:]
+        var perAddress: [String: Int] = [:]
+        /// Recently closed sessions, so their token gets a clear reason (bounded).
+        var ended: [String: String] = [:]
+        var endedOrder: [String] = []
+        var logins: RateLimiter
+        var shuttingDown = false
+    }
+
+    let configuration: BridgeConfiguration
+    let logger: Logger
+    private let state: LockedState<State>
+    private let started: AsyncStream<Session>
+    private let starter: AsyncStream<Session>.Continuation
+    static let endedMemory = 10_000
+
+    public init(configuration: BridgeConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.state = LockedState(State(logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval)))
+        (started, starter) = AsyncStream<Session>.makeStream()
+    }
+
+    public var count: Int { state.withLock { $0.sessions.count } }
+
+    // MARK: - Creating and finding sessions
+
+    /// A new session with its upstream connection starting; returns it and its token.
+    func create(clientAddress: String, meteorToken: String? = nil) throws(BridgeError) -> (session: Session, token: String) {
+        let token = SessionToken.make()
+        let hash = SessionToken.hash(token)
+        let meteorKey = meteorToken.map(SessionToken.hash)
+        let session = Session(tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration, logger: logger)
+        try state.withLock { state throws(BridgeError) in
+            guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
+            guard state.sessions.count < configuration.maxSessions else {
+                throw BridgeError(.serviceUnavailable, "too-many-sessions", "The bridge holds its maximum of \(configuration.maxSessions) sessions", retryAfter: 30)
+            }
+            guard state.perAddress[clientAddress, default: 0] < configuration.maxSessionsPerAddress else {
+                throw BridgeError(.tooManyRequests, "too-many-sessions",
+                                  "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions", retryAfter: 60)
+            }
+            state.sessions[hash] = session
+            if let meteorKey { state.byMeteorKey[meteorKey] = session }
+            state.perAddress[clientAddress, default: 0] += 1
+        }
+        starter.yield(session)
+        logger.info("session created", metadata: ["ddp.session": .string(session.id)])
+        return (session, token)
+    }
+
+    /// The session of a bridge token; 401 with the reason when there is none.
+    func session(token: String) throws(BridgeError) -> Session {
+        let hash = SessionToken.hash(token)
+        return try state.withLock { state throws(BridgeError) in
+            if let session = state.sessions[hash] { return session }
+            if let reason = state.ended[hash] { throw .unauthorized("session-expired", "This session has ended: \(reason). Create a new one with POST /v1/sessions") }
+            throw .unauthorized("invalid-session", "Unknown session token")
+        }
+    }
+
+    func session(meteorKey: String) -> Session? { state.withLock { $0.byMeteorKey[meteorKey] } }
+
+    /// Counts a login or session creation for an address; 429 when over the limit.
+    func checkLoginRate(_ address: String) throws(BridgeError) {
+        if let wait = state.withLock({ $0.logins.take(address) }) {
+            throw BridgeError(.tooManyRequests, "too-many-requests", "Too many logins from this address; wait before trying again",
+                              details: ["timeToReset": .int(Int(wait.seconds * 1000))], retryAfter: max(1, Int(wait.seconds.rounded(.up))))
+        }
+    }
+
+    /// Closes a session and forgets it; later requests with its token get `reason`.
+    func end(_ session: Session, reason: String) async {
+        state.withLock { state in
+            guard state.sessions.removeValue(forKey: session.tokenHash) != nil else { return }
+            if let key = session.meteorKey, state.byMeteorKey[key] === session { state.byMeteorKey[key] = nil }
+            state.perAddress[session.clientAddress, default: 1] -= 1
+            if state.perAddress[session.clientAddress]! <= 0 { state.perAddress[session.clientAddress] = nil }
+            state.ended[session.tokenHash] = reason
+            state.endedOrder.append(session.tokenHash)
+            if state.endedOrder.count > Self.endedMemory { state.ended[state.endedOrder.removeFirst()] = nil }
+        }
+        logger.info("session ended", metadata: ["ddp.session": .string(session.id), "reason": .string(reason)])
+        await session.close(reason: reason)
+    }
+
+    /// Drops the Meteor-token key of a session (after a logout its token no longer works).
+    func forgetMeteorKey(of session: Session) {
+        state.withLock { state in
+            if let key = session.meteorKey, state.byMeteorKey[key] === session { state.byMeteorKey[key] = nil }
+        }
+    }
+
+    // MARK: - Running
+
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.sweep() }
+                for await session in started {
+                    group.addTask { await session.run() }
+                }
+                let all = state.withLock { Array($0.sessions.values) }
+                for session in all { await end(session, reason: "the bridge is shutting down") }
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.state.withLock { $0.shuttingDown = true }
+            self.starter.finish()
+        }
+    }
+
+    /// Once a second: close idle sessions, stop subscriptions whose linger is over.
+    private func sweep() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: min(.seconds(1), configuration.subscriptionLinger / 2))
+            let now = ContinuousClock.now
+            let sessions = state.withLock { state in
+                state.logins.prune(now: now)
+                return Array(state.sessions.values)
+            }
+            for session in sessions {
+                if session.isIdle(now: now) {
+                    await end(session, reason: "idle for longer than \(Int(configuration.sessionIdleTimeout.seconds)) s")
+                } else {
+                    await session.releaseLingering(now: now)
+                }
+            }
+        }
+    }
+}

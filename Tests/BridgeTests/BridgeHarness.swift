@@ -1,0 +1,85 @@
+import Bridge
+import DDP
+import DDPServer
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Testing
+
+/// A live bridge on a loopback port in front of the in-process demo DDP server.
+struct BridgeHarness: Sendable {
+    let client: any TestClientProtocol
+    let upstream: LocalDDPServer
+    let registry: SessionRegistry
+
+    struct Reply: Sendable {
+        let status: HTTPResponse.Status
+        let headers: HTTPFields
+        let text: String
+        var json: EJSON { (try? EJSONParser.parse(text)) ?? .null }
+        subscript(key: String) -> EJSON? { json[key] }
+    }
+
+    static func run(
+        configure: @Sendable (inout BridgeConfiguration) -> Void = { _ in },
+        _ body: @Sendable (BridgeHarness) async throws -> Void
+    ) async throws {
+        let upstream = LocalDDPServer(configuration: DemoDataSet.configuration, logger: Logger(label: "upstream"))
+        try await DemoDataSet.seed(upstream.core)
+        try await upstream.start()
+        var configuration = BridgeConfiguration(upstream: await upstream.url)
+        configuration.connectTimeout = .seconds(3)
+        configuration.subscriptionLinger = .milliseconds(200)
+        configuration.loginRateLimit = (100, .seconds(10))
+        configuration.ddp.reconnect = ReconnectPolicy(initialDelay: .milliseconds(50), multiplier: 2, maxDelay: .milliseconds(300))
+        configure(&configuration)
+        var logger = Logger(label: "bridge")
+        logger.logLevel = .warning
+        let (application, registry) = BridgeApplication.make(
+            configuration: configuration, http: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)), logger: logger)
+        do {
+            try await application.test(.live) { client in
+                try await body(BridgeHarness(client: client, upstream: upstream, registry: registry))
+            }
+        } catch {
+            await upstream.stop()
+            throw error
+        }
+        await upstream.stop()
+    }
+
+    @discardableResult
+    func request(_ method: HTTPRequest.Method, _ uri: String, token: String? = nil, body: String? = nil, headers: HTTPFields = [:]) async throws -> Reply {
+        var headers = headers
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        if body != nil { headers[.contentType] = "application/json" }
+        return try await client.execute(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) }) { response in
+            Reply(status: response.status, headers: response.headers, text: String(buffer: response.body))
+        }
+    }
+
+    /// A new session, optionally logged in; returns its token and the login reply.
+    func session(_ login: String = "{}") async throws -> (token: String, reply: Reply) {
+        let reply = try await request(.post, "/v1/sessions", body: login)
+        #expect(reply.status == .created, "session creation: \(reply.text)")
+        return (reply["token"]?.stringValue ?? "", reply)
+    }
+}
+
+/// Every error has the same shape.
+func expectError(_ reply: BridgeHarness.Reply, _ status: HTTPResponse.Status, _ error: EJSON, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(reply.status == status, "\(reply.text)", sourceLocation: sourceLocation)
+    #expect(reply["error"] == error, "\(reply.text)", sourceLocation: sourceLocation)
+    #expect(reply["reason"]?.stringValue != nil, sourceLocation: sourceLocation)
+    #expect(reply["message"]?.stringValue != nil, sourceLocation: sourceLocation)
+    #expect(reply.json.objectValue?.keys.contains("details") == true, sourceLocation: sourceLocation)
+    #expect(reply.headers[.contentType] == "application/json", sourceLocation: sourceLocation)
+}
+
+func urlEncoded(_ text: String) -> String {
+    text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
+}
+
+import Foundation

@@ -1,0 +1,179 @@
+import Bridge
+import DDP
+import DDPServer
+import HTTPTypes
+import Testing
+
+@Suite struct DataRoutesTests {
+    @Test func methodsAnswerWithResultsOrMappedErrors() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            let echo = try await h.request(.post, "/v1/methods/echo", token: token, body: #"[1,"two",{"$date":1700000000000},{"$binary":"AAEC"}]"#)
+            #expect(echo.status == .ok)
+            #expect(echo.text == #"{"result":[1,"two",{"$date":1700000000000},{"$binary":"AAEC"}]}"#)
+            #expect(try await h.request(.post, "/v1/methods/echo?wait=result", token: token, body: "[3]")["result"] == [3])
+            #expect(try await h.request(.post, "/v1/methods/echo", token: token)["result"] == [], "an empty body means no params")
+            expectError(try await h.request(.post, "/v1/methods/boom", token: token), .badRequest, "bad-thing")
+            expectError(try await h.request(.post, "/v1/methods/crash", token: token), .internalServerError, 500)
+            expectError(try await h.request(.post, "/v1/methods/nope", token: token), .notFound, 404)
+            expectError(try await h.request(.post, "/v1/methods/echo", token: token, body: #"{"a":1}"#), .badRequest, "bad-request")
+            expectError(try await h.request(.post, "/v1/methods/echo", token: token, body: #"[{"$date":"x"}]"#), .badRequest, "bad-request")
+            expectError(try await h.request(.post, "/v1/methods/sleep?timeout=100", token: token, body: "[2000]"), .gatewayTimeout, "upstream-timeout")
+            expectError(try await h.request(.post, "/v1/methods/echo?wait=maybe", token: token), .badRequest, "bad-request")
+            expectError(try await h.request(.post, "/v1/methods/echo?timeout=-1", token: token), .badRequest, "bad-request")
+            // Method names with slashes reach the upstream whole.
+            expectError(try await h.request(.post, "/v1/methods/tasks/nothing", token: token), .notFound, 404)
+        }
+    }
+
+    @Test func subscriptionsAreSharedCountedAndListed() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            let first = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+            #expect(first.status == .created)
+            #expect(first["state"] == "ready" && first["refs"] == 1)
+            let again = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks","params":[]}"#)
+            #expect(again["id"] == first["id"] && again["refs"] == 2)
+            let inbox = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks","params":[{"listId":"inbox"}]}"#)
+            #expect(inbox["id"] != first["id"])
+            #expect(try await h.request(.get, "/v1/subscriptions", token: token).json.arrayValue?.count == 2)
+            let id = try #require(first["id"]?.stringValue)
+            #expect(try await h.request(.delete, "/v1/subscriptions/\(id)", token: token).status == .noContent)
+            #expect(try await h.request(.delete, "/v1/subscriptions/\(id)", token: token).status == .noContent)
+            expectError(try await h.request(.delete, "/v1/subscriptions/\(id)", token: token), .notFound, "not-found")
+            #expect(try await h.request(.delete, "/v1/subscriptions?name=tasks", token: token)["removed"] == 1)
+            expectError(try await h.request(.delete, "/v1/subscriptions", token: token), .badRequest, "bad-request")
+            // After the linger the documents are gone from the session.
+            try await Task.sleep(for: .milliseconds(1_500))
+            #expect(try await h.request(.get, "/v1/collections", token: token).json == [])
+            #expect(try await h.request(.get, "/v1/subscriptions", token: token).json == [])
+        }
+    }
+
+    @Test func subscriptionFailuresAndGroups() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            expectError(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"failing"}"#), .forbidden, "not-authorized")
+            expectError(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"nope"}"#), .notFound, 404)
+            expectError(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"params":[]}"#), .badRequest, "bad-request")
+            let group = try await h.request(.post, "/v1/subscriptions", token: token, body: #"[{"name":"tasks"},{"name":"typed"}]"#)
+            #expect(group.status == .created)
+            #expect(group.json.arrayValue?.map { $0["state"] } == ["ready", "ready"])
+            let mixed = try await h.request(.post, "/v1/subscriptions", token: token, body: #"[{"name":"ticker","params":[1,1]},{"name":"nope"}]"#)
+            expectError(mixed, .notFound, "subscription-failed")
+            #expect(mixed["details"]?["subscriptions"]?.arrayValue?.map { $0["state"] } == ["ready", "error"])
+            let pending = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[10],"wait":false}"#)
+            #expect(pending.status == .created && pending["state"] == "pending")
+        }
+    }
+
+    @Test func collectionsAnswerMongoStyleQueries() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"[{"name":"tasks"},{"name":"bulk","params":[50]}]"#)
+            #expect(try await h.request(.get, "/v1/collections", token: token).json == [["name": "bulk", "count": 50], ["name": "tasks", "count": 3]])
+            let selector = urlEncoded(#"{"$or":[{"i":{"$lt":3}},{"i":{"$gte":48}}],"group":{"$ne":"g9"}}"#)
+            let sort = urlEncoded(#"{"done":-1,"i":1}"#)
+            let fields = urlEncoded(#"{"i":1,"_id":0}"#)
+            let page = try await h.request(.get, "/v1/collections/bulk?selector=\(selector)&sort=\(sort)&fields=\(fields)&skip=1&limit=2", token: token)
+            #expect(page.status == .ok)
+            // Matches: i = 1, 2, 48, 50 (49 is in group g9); done (even) first, then by i: 2, 48, 50, 1.
+            #expect(page.json == ["documents": [["i": 48], ["i": 50]], "count": 4])
+            let inbox = try await h.request(.get, "/v1/collections/tasks?selector=\(urlEncoded(#"{"listId":"inbox"}"#))&sort=\(urlEncoded(#"[["text","desc"]]"#))", token: token)
+            #expect(inbox["documents"]?.arrayValue?.map { $0["_id"] } == ["task-b1", "task-a1"])
+            let one = try await h.request(.get, "/v1/collections/tasks/task-a2", token: token)
+            #expect(one["_id"] == "task-a2" && one["listId"] == "work")
+            guard case .date? = one["createdAt"] else { Issue.record("dates stay EJSON dates"); return }
+            expectError(try await h.request(.get, "/v1/collections/tasks/none", token: token), .notFound, "not-found")
+            #expect(try await h.request(.get, "/v1/collections/empty", token: token).json == ["documents": [], "count": 0])
+            expectError(try await h.request(.get, "/v1/collections/bulk?selector=\(urlEncoded(#"{"i":{"$where":1}}"#))", token: token), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/collections/bulk?selector=notjson", token: token), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/collections/bulk?limit=-2", token: token), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/collections/bulk?sort=\(urlEncoded(#"{"i":2}"#))", token: token), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/collections/bulk?fields=\(urlEncoded(#"{"i":1,"group":0}"#))", token: token), .badRequest, "bad-request")
+        }
+    }
+
+    @Test func writesGoThroughCollectionMethodsAndAreReadable() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+            let inserted = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"text":"from REST","listId":"inbox","done":false}"#)
+            #expect(inserted.status == .created)
+            let id = try #require(inserted["id"]?.stringValue)
+            #expect(id.count == 17 && id.allSatisfy(MeteorRandom.unmistakableCharacters.contains))
+            #expect(try await h.request(.get, "/v1/collections/tasks/\(id)", token: token)["text"] == "from REST", "read-your-writes")
+            let withID = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"mine","text":"chosen id"}"#)
+            #expect(withID["id"] == "mine")
+            expectError(try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"mine"}"#), .conflict, 409)
+
+            #expect(try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"done":true}"#)["updated"] == 1)
+            #expect(try await h.request(.get, "/v1/collections/tasks/\(id)", token: token)["done"] == true)
+            #expect(try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"$unset":{"listId":1},"$inc":{"n":2}}"#)["updated"] == 1)
+            let after = try await h.request(.get, "/v1/collections/tasks/\(id)", token: token)
+            #expect(after["listId"] == nil && after["n"] == 2)
+            expectError(try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"$set":{"a":1},"b":2}"#), .badRequest, "bad-request")
+            expectError(try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"$bogus":{"a":1}}"#), .badRequest, 400)
+            expectError(try await h.request(.patch, "/v1/collections/tasks/none", token: token, body: #"{"a":1}"#), .notFound, "not-found")
+
+            #expect(try await h.request(.delete, "/v1/collections/tasks/\(id)", token: token)["removed"] == 1)
+            expectError(try await h.request(.get, "/v1/collections/tasks/\(id)", token: token), .notFound, "not-found")
+            expectError(try await h.request(.delete, "/v1/collections/tasks/\(id)", token: token), .notFound, "not-found")
+        }
+    }
+
+    @Test func twoUsersNeverSeeEachOthersData() async throws {
+        try await BridgeHarness.run { h in
+            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            let (bob, _) = try await h.session(#"{"username":"bob","password":"hunter2"}"#)
+            let aliceSub = try await h.request(.post, "/v1/subscriptions", token: alice, body: #"{"name":"myTasks"}"#)
+            _ = try await h.request(.post, "/v1/subscriptions", token: bob, body: #"{"name":"myTasks"}"#)
+            let aliceTasks = try await h.request(.get, "/v1/collections/tasks", token: alice)["documents"]?.arrayValue?.compactMap { $0["_id"]?.stringValue }
+            let bobTasks = try await h.request(.get, "/v1/collections/tasks", token: bob)["documents"]?.arrayValue?.compactMap { $0["_id"]?.stringValue }
+            #expect(aliceTasks?.sorted() == ["task-a1", "task-a2"])
+            #expect(bobTasks == ["task-b1"])
+            expectError(try await h.request(.get, "/v1/collections/tasks/task-a1", token: bob), .notFound, "not-found")
+            let id = try #require(aliceSub["id"]?.stringValue)
+            expectError(try await h.request(.delete, "/v1/subscriptions/\(id)", token: bob), .notFound, "not-found")
+            #expect(try await h.request(.get, "/v1/subscriptions", token: alice).json.arrayValue?.count == 1)
+        }
+    }
+
+    @Test func badInputAndUnknownRoutesGetTheErrorShape() async throws {
+        try await BridgeHarness.run(configure: { $0.maxBodySize = 64 }) { h in
+            let (token, _) = try await h.session()
+            expectError(try await h.request(.post, "/v1/methods/echo", token: token, body: "[" + String(repeating: "1,", count: 100) + "1]"), .contentTooLarge, "body-too-large")
+            let wrongVerb = try await h.request(.put, "/v1/sessions")
+            expectError(wrongVerb, .methodNotAllowed, "method-not-allowed")
+            #expect(wrongVerb.headers[.allow] == "POST")
+            expectError(try await h.request(.get, "/v1/nowhere"), .notFound, "not-found")
+            #expect(try await h.request(.get, "/healthz")["status"] == "ok")
+        }
+    }
+
+    @Test func upstreamDownGives503AndBackItWorksAgain() async throws {
+        try await BridgeHarness.run(configure: { $0.connectTimeout = .milliseconds(300) }) { h in
+            let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"myTasks"}"#)
+            let port = try #require(await h.upstream.port)
+            await h.upstream.stop()
+            try await Task.sleep(for: .milliseconds(100))
+            let down = try await h.request(.post, "/v1/methods/whoami", token: token)
+            expectError(down, .serviceUnavailable, "upstream-unavailable")
+            #expect(Int(down.headers[.retryAfter] ?? "") ?? 0 >= 1)
+            #expect(try await h.request(.get, "/v1/session", token: token)["connection"]?["state"] != "connected")
+            // Cached documents stay readable while the upstream is away.
+            #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 2)
+            expectError(try await h.request(.post, "/v1/sessions", body: "{}"), .serviceUnavailable, "upstream-unavailable")
+            try await h.upstream.start(port: port)
+            var whoami = BridgeHarness.Reply(status: .serviceUnavailable, headers: [:], text: "")
+            for _ in 0..<50 where whoami.status != .ok {
+                try await Task.sleep(for: .milliseconds(100))
+                whoami = try await h.request(.post, "/v1/methods/whoami", token: token)
+            }
+            #expect(whoami.status == .ok)
+            #expect(whoami["result"]?.stringValue?.count == 17, "the session resumed its login")
+            #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 2)
+        }
+    }
+}

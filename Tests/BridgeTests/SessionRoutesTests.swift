@@ -1,0 +1,122 @@
+import Bridge
+import DDP
+import DDPServer
+import HTTPTypes
+import Testing
+
+@Suite struct SessionRoutesTests {
+    @Test func anonymousAndPasswordSessions() async throws {
+        try await BridgeHarness.run { h in
+            let (anonymous, reply) = try await h.session()
+            #expect(anonymous.hasPrefix("ddpb_") && anonymous.count > 40)
+            #expect(reply["userId"] == .null)
+            let cookie = try #require(reply.headers[.setCookie])
+            #expect(cookie.contains("ddp_bridge_session=\(anonymous)") && cookie.contains("HttpOnly"))
+
+            let (_, alice) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            #expect(alice["userId"]?.stringValue?.count == 17)
+            #expect(alice["loginToken"]?.stringValue?.count == 43)
+            guard case .date? = alice["tokenExpires"] else { Issue.record("tokenExpires must be an EJSON date"); return }
+            let (_, byEmail) = try await h.session(#"{"email":"alice@example.com","password":"secret"}"#)
+            #expect(byEmail["userId"] == alice["userId"])
+
+            expectError(try await h.request(.post, "/v1/sessions", body: #"{"username":"alice","password":"nope"}"#), .forbidden, 403)
+            expectError(try await h.request(.post, "/v1/sessions", body: #"{"username":"nobody","password":"x"}"#), .forbidden, 403)
+            expectError(try await h.request(.post, "/v1/sessions", body: #"{"username":5,"password":"x"}"#), .badRequest, "bad-request")
+            expectError(try await h.request(.post, "/v1/sessions", body: #"[1]"#), .badRequest, "bad-request")
+            expectError(try await h.request(.post, "/v1/sessions", body: #"{"username":"#), .badRequest, "bad-request")
+            #expect(h.registry.count == 3, "failed creations leave no session behind")
+        }
+    }
+
+    @Test func tokensTravelAsBearerCookieOrQuery() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            #expect(try await h.request(.get, "/v1/session", token: token).status == .ok)
+            #expect(try await h.request(.get, "/v1/session", headers: [.cookie: "other=1; ddp_bridge_session=\(token)"]).status == .ok)
+            let byQuery = try await h.request(.get, "/v1/session?token=\(token)")
+            #expect(byQuery.status == .ok)
+            #expect(byQuery["connection"]?["state"] == "connected")
+            expectError(try await h.request(.get, "/v1/session"), .unauthorized, "no-session")
+            expectError(try await h.request(.get, "/v1/session", token: "ddpb_not-a-real-token"), .unauthorized, "invalid-session")
+            #expect(try await h.request(.delete, "/v1/session", token: token).status == .noContent)
+            expectError(try await h.request(.get, "/v1/session", token: token), .unauthorized, "session-expired")
+        }
+    }
+
+    @Test func loginLogoutResumeAndSignUp() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            expectError(try await h.request(.post, "/v1/session/login", token: token, body: "{}"), .badRequest, "bad-request")
+            let login = try await h.request(.post, "/v1/session/login", token: token, body: #"{"username":"bob","password":"hunter2"}"#)
+            #expect(login.status == .ok)
+            let bob = try #require(login["userId"])
+            #expect(try await h.request(.post, "/v1/methods/whoami", token: token)["result"] == bob)
+            #expect(try await h.request(.get, "/v1/session", token: token)["userId"] == bob)
+            #expect(try await h.request(.post, "/v1/session/logout", token: token)["userId"] == .null)
+            #expect(try await h.request(.post, "/v1/methods/whoami", token: token)["result"] == .null)
+
+            // A resume token from an earlier login opens a new session as the same user.
+            let resumeToken = try #require(login["loginToken"]?.stringValue)
+            let (_, resumed) = try await h.session(#"{"resume":"\#(resumeToken)"}"#)
+            #expect(resumed["userId"] == bob)
+            expectError(try await h.request(.post, "/v1/sessions", body: #"{"resume":"bogus"}"#), .forbidden, 403)
+
+            // Sign-up without a session makes one for the new user.
+            let signUp = try await h.request(.post, "/v1/users", body: #"{"username":"carol","email":"carol@example.com","password":"pw","profile":{"name":"Carol"}}"#)
+            #expect(signUp.status == .created)
+            let carolToken = try #require(signUp["token"]?.stringValue)
+            #expect(try await h.request(.post, "/v1/methods/whoami", token: carolToken)["result"] == signUp["userId"])
+            expectError(try await h.request(.post, "/v1/users", body: #"{"username":"carol","password":"pw"}"#), .forbidden, 403)
+            expectError(try await h.request(.post, "/v1/users", body: #"{"password":"pw"}"#), .badRequest, "bad-request")
+            // Sign-up inside a session logs that session in.
+            let (other, _) = try await h.session()
+            let dave = try await h.request(.post, "/v1/users", token: other, body: #"{"username":"dave","password":"pw"}"#)
+            #expect(dave.status == .created && dave["token"] == nil)
+            #expect(try await h.request(.post, "/v1/methods/whoami", token: other)["result"] == dave["userId"])
+        }
+    }
+
+    @Test func aMeteorLoginTokenSelectsOneSharedSession() async throws {
+        try await BridgeHarness.run { h in
+            let (_, login) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            let meteorToken = try #require(login["loginToken"]?.stringValue)
+            let first = try await h.request(.get, "/v1/session", token: meteorToken)
+            #expect(first.status == .ok)
+            #expect(first["userId"] == login["userId"])
+            let second = try await h.request(.post, "/v1/methods/whoami", token: meteorToken)
+            #expect(second["result"] == login["userId"])
+            #expect(try await h.request(.get, "/v1/session", token: meteorToken)["id"] == first["id"], "the same session serves both")
+            #expect(h.registry.count == 2)
+            expectError(try await h.request(.get, "/v1/session", token: "not-a-valid-meteor-token"), .unauthorized, "invalid-login-token")
+            #expect(h.registry.count == 2)
+        }
+    }
+
+    @Test func idleSessionsExpireWithAClearReason() async throws {
+        try await BridgeHarness.run(configure: { $0.sessionIdleTimeout = .milliseconds(600) }) { h in
+            let (token, _) = try await h.session()
+            try await Task.sleep(for: .milliseconds(1_800))
+            let reply = try await h.request(.get, "/v1/session", token: token)
+            expectError(reply, .unauthorized, "session-expired")
+            #expect(reply["reason"]?.stringValue?.contains("idle") == true)
+            #expect(h.registry.count == 0)
+        }
+    }
+
+    @Test func sessionCreationIsRateLimitedPerAddress() async throws {
+        try await BridgeHarness.run(configure: { $0.loginRateLimit = (3, .seconds(10)) }) { h in
+            for _ in 0..<3 { _ = try await h.session() }
+            let refused = try await h.request(.post, "/v1/sessions", body: "{}")
+            expectError(refused, .tooManyRequests, "too-many-requests")
+            #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 >= 1)
+        }
+    }
+
+    @Test func theUpstreamSeesTheUsersAddress() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            #expect(try await h.request(.post, "/v1/methods/clientAddress", token: token)["result"] == "127.0.0.1")
+        }
+    }
+}
