@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, builds, runs every
-# test (Swift Testing), then a seconds-long smoke run of the benchmark harness.
+# test (Swift Testing), checks the running server against openapi.yaml (schemathesis),
+# then a seconds-long smoke run of the benchmark harness.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -8,6 +9,9 @@ source scripts/setup.sh
 swift build --build-tests
 mkdir -p .build
 swift test --disable-xctest 2>&1 | tee .build/test-output.txt
+
+# The HTTP contract: openapi.yaml is valid and the running server keeps it.
+scripts/contract-test.sh
 
 # Benchmarks are not tests; this short run only keeps the harness from rotting.
 swift build -c release --product ddp-bench

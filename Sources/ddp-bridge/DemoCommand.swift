@@ -31,14 +31,20 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(help: "Also follow the demo publications and print their live changes.")
     var watch = false
 
+    @Option(help: "Session creations and logins allowed per client address per 10 seconds.")
+    var loginRateLimit: Int = 10
+
     func run() async throws {
         let logger = try makeLogger(logLevel)
         let server = LocalDDPServer(configuration: DemoDataSet.configuration, logger: logger)
         try await DemoDataSet.seed(server.core)
         let upstreamPort = try await server.start(port: ddpPort)
         let upstream = "ws://127.0.0.1:\(upstreamPort)/websocket"
+        guard loginRateLimit > 0 else { throw ValidationError("--login-rate-limit must be at least 1") }
+        var bridgeConfiguration = BridgeConfiguration(upstream: upstream)
+        bridgeConfiguration.loginRateLimit = (loginRateLimit, .seconds(10))
         let (application, _) = BridgeApplication.make(
-            configuration: BridgeConfiguration(upstream: upstream),
+            configuration: bridgeConfiguration,
             http: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "ddp-bridge"),
             logger: logger,
             onServerRunning: { channel in

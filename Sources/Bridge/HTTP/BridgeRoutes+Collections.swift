@@ -15,9 +15,8 @@ extension BridgeRoutes {
     /// `GET /v1/collections/{name}?selector=&sort=&skip=&limit=&fields=`.
     @Sendable func queryCollection(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
-        let q = request.uri.queryParameters
-        let query = try DocumentQuery(
-            selector: q.get("selector"), sort: q.get("sort"), skip: q.get("skip"), limit: q.get("limit"), fields: q.get("fields"),
+                let query = try DocumentQuery(
+            selector: HTTPSupport.query(request, "selector"), sort: HTTPSupport.query(request, "sort"), skip: HTTPSupport.query(request, "skip"), limit: HTTPSupport.query(request, "limit"), fields: HTTPSupport.query(request, "fields"),
             defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
         let session = try await session(request, context)
         let bytes = await session.client.withCache { cache -> [UInt8] in
@@ -76,6 +75,7 @@ extension BridgeRoutes {
         guard let body = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize), !body.isEmpty else {
             throw BridgeError.badRequest("the body must be a modifier ({\"$set\": {...}}) or the fields to set")
         }
+        guard !body.keys.contains("") else { throw BridgeError.badRequest("a field name must not be empty") }
         let operators = body.keys.filter { $0.hasPrefix("$") }
         guard operators.isEmpty || operators.count == body.count else {
             throw BridgeError.badRequest("the body must be either a modifier or plain fields, not both")

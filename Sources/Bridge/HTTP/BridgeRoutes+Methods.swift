@@ -16,7 +16,7 @@ extension BridgeRoutes {
         case let other?: throw BridgeError.badRequest("the body must be a JSON array of method parameters, not \(other.typeName)")
         }
         let completion: DDPClient.Completion
-        switch request.uri.queryParameters.get("wait") {
+        switch HTTPSupport.query(request, "wait") {
         case nil, "updated": completion = .dataVisible
         case "result": completion = .result
         case let other?: throw BridgeError.badRequest("wait must be 'result' or 'updated', got '\(other)'")

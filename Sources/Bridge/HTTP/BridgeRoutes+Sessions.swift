@@ -125,7 +125,7 @@ extension BridgeRoutes {
 
     static func optionalString(_ body: EJSONObject, _ key: String) throws(BridgeError) -> String? {
         switch body[key] {
-        case nil, .null?: return nil
+        case nil: return nil
         case .string(let s)? where !s.isEmpty: return s
         default: throw .badRequest("\(key) must be a non-empty string")
         }

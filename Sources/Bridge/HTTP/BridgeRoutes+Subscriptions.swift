@@ -68,7 +68,7 @@ extension BridgeRoutes {
         guard case .string(let name)? = o["name"], !name.isEmpty else { throw .badRequest("name must be a non-empty string") }
         let params: [EJSON]
         switch o["params"] {
-        case nil, .null?: params = []
+        case nil: params = []
         case .array(let list)?: params = list
         default: throw .badRequest("params must be an array")
         }
@@ -80,9 +80,7 @@ extension BridgeRoutes {
         }
         var timeout = configuration.requestTimeout
         if let value = o["timeout"] {
-            guard let ms = value.intValue, ms > 0 else { throw .badRequest("timeout must be a positive number of milliseconds") }
-            guard .milliseconds(ms) <= configuration.maxRequestTimeout else { throw .badRequest("timeout must be at most \(Int(configuration.maxRequestTimeout.seconds * 1000)) ms") }
-            timeout = .milliseconds(ms)
+            timeout = try HTTPSupport.milliseconds(value.intValue, name: "timeout", max: configuration.maxRequestTimeout, given: value.description)
         }
         return SubscriptionRequest(name: name, params: params, wait: wait, timeout: timeout)
     }
@@ -103,7 +101,7 @@ extension BridgeRoutes {
 
     /// `DELETE /v1/subscriptions?name=`: drops every subscription of that publication.
     @Sendable func unsubscribeByName(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        guard let name = request.uri.queryParameters.get("name"), !name.isEmpty else {
+        guard let name = HTTPSupport.query(request, "name"), !name.isEmpty else {
             throw BridgeError.badRequest("name is needed: DELETE /v1/subscriptions?name=publication")
         }
         let session = try await session(request, context)

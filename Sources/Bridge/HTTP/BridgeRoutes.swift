@@ -9,40 +9,42 @@ struct BridgeRoutes: Sendable {
 
     typealias Handler = @Sendable (Request, BridgeRequestContext) async throws -> Response
 
-    /// Registers every route, then answers 405 (with `Allow`) for the other verbs on known paths.
+    /// Every route: verb, path and handler.
+    var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] {
+        [
+            (.get, "/healthz", { _, _ in HTTPSupport.json(["status": "ok"]) }),
+            (.post, "/v1/sessions", createSession),
+            (.get, "/v1/session", getSession),
+            (.delete, "/v1/session", deleteSession),
+            (.post, "/v1/session/login", login),
+            (.post, "/v1/session/logout", logout),
+            (.post, "/v1/users", createUser),
+            (.post, "/v1/methods/**", callMethod),
+            (.post, "/v1/subscriptions", subscribe),
+            (.get, "/v1/subscriptions", listSubscriptions),
+            (.delete, "/v1/subscriptions", unsubscribeByName),
+            (.delete, "/v1/subscriptions/:id", unsubscribe),
+            (.get, "/v1/collections", listCollections),
+            (.get, "/v1/collections/:name", queryCollection),
+            (.post, "/v1/collections/:name", insertDocument),
+            (.get, "/v1/collections/:name/:id", getDocument),
+            (.patch, "/v1/collections/:name/:id", updateDocument),
+            (.delete, "/v1/collections/:name/:id", removeDocument),
+        ]
+    }
+
+    /// The paths and verbs, for 405 answers.
+    var table: RouteTable {
+        var table = RouteTable()
+        for route in routes { table.add(route.method, route.path) }
+        return table
+    }
+
+    /// Registers every route (after the middlewares, which apply to routes added after them).
     func register(on router: Router<BridgeRequestContext>) {
-        var table: [(path: String, methods: [HTTPRequest.Method])] = []
-        func add(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping Handler) {
-            router.on(RouterPath(path), method: method) { request, context in try await handler(request, context) }
-            if let i = table.firstIndex(where: { $0.path == path }) { table[i].methods.append(method) } else { table.append((path, [method])) }
-        }
-        add(.get, "/healthz") { _, _ in HTTPSupport.json(["status": "ok"]) }
-        add(.post, "/v1/sessions", createSession)
-        add(.get, "/v1/session", getSession)
-        add(.delete, "/v1/session", deleteSession)
-        add(.post, "/v1/session/login", login)
-        add(.post, "/v1/session/logout", logout)
-        add(.post, "/v1/users", createUser)
-        add(.post, "/v1/methods/**", callMethod)
-        add(.post, "/v1/subscriptions", subscribe)
-        add(.get, "/v1/subscriptions", listSubscriptions)
-        add(.delete, "/v1/subscriptions", unsubscribeByName)
-        add(.delete, "/v1/subscriptions/:id", unsubscribe)
-        add(.get, "/v1/collections", listCollections)
-        add(.get, "/v1/collections/:name", queryCollection)
-        add(.post, "/v1/collections/:name", insertDocument)
-        add(.get, "/v1/collections/:name/:id", getDocument)
-        add(.patch, "/v1/collections/:name/:id", updateDocument)
-        add(.delete, "/v1/collections/:name/:id", removeDocument)
-        let verbs: [HTTPRequest.Method] = [.get, .post, .put, .patch, .delete]
-        for (path, methods) in table {
-            for verb in verbs where !methods.contains(verb) {
-                let allowed = methods
-                router.on(RouterPath(path), method: verb) { _, _ -> Response in
-                    throw BridgeError(.methodNotAllowed, "method-not-allowed",
-                                      "\(path) accepts \(allowed.map(\.rawValue).joined(separator: ", "))", allow: allowed)
-                }
-            }
+        for route in routes {
+            let handler = route.handler
+            router.on(RouterPath(route.path), method: route.method) { request, context in try await handler(request, context) }
         }
     }
 
@@ -68,7 +70,14 @@ struct BridgeRoutes: Sendable {
 
     /// Plain REST clients holding a Meteor login token share one session keyed by its hash.
     private func sessionForMeteorToken(_ token: String, _ request: Request, _ context: BridgeRequestContext) async throws -> Session {
-        if let existing = registry.session(meteorKey: SessionToken.hash(token)) { return existing }
+        let key = SessionToken.hash(token)
+        if let existing = registry.session(meteorKey: key) { return existing }
+        // Meteor login tokens are short URL-safe strings; anything else, or a token refused a
+        // moment ago, is answered without troubling the upstream (or the login rate limit).
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~+/=")
+        guard (8...512).contains(token.count), token.allSatisfy(allowed.contains), !registry.wasRefused(meteorKey: key) else {
+            throw BridgeError.unauthorized("invalid-login-token", "The Meteor login token was refused")
+        }
         let address = HTTPSupport.clientAddress(request, context, trustForwardedFor: configuration.trustForwardedFor)
         try registry.checkLoginRate(address)
         let (session, _) = try registry.create(clientAddress: address, meteorToken: token)
@@ -77,6 +86,7 @@ struct BridgeRoutes: Sendable {
             _ = try await session.login(.resume(token: token), timeout: configuration.requestTimeout)
             return session
         } catch let error as DDPError where error.error == .number(403) {
+            registry.rememberRefused(meteorKey: key)
             await registry.end(session, reason: "the Meteor login token was refused")
             throw BridgeError.unauthorized("invalid-login-token", "The Meteor login token was refused: \(error.reason ?? "403")")
         } catch {

@@ -52,8 +52,23 @@ enum HTTPSupport {
                 if kv.count == 2, kv[0] == cookieName { return (String(kv[1]), false) }
             }
         }
-        if let token = request.uri.queryParameters.get("token"), !token.isEmpty { return (token, false) }
+        if let token = HTTPSupport.query(request, "token"), !token.isEmpty { return (token, false) }
         return nil
+    }
+
+    /// A query parameter's value, form-decoded (`+` is a space, then percent-decoding); the first wins.
+    static func query(_ request: Request, _ name: String) -> String? {
+        guard let raw = request.uri.query else { return nil }
+        for pair in raw.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard formDecode(parts[0]) == name else { continue }
+            return parts.count == 2 ? formDecode(parts[1]) : ""
+        }
+        return nil
+    }
+
+    static func formDecode(_ text: Substring) -> String? {
+        String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
     }
 
     static func sessionCookie(_ token: String) -> String {
@@ -71,16 +86,25 @@ enum HTTPSupport {
         return context.remoteAddress?.ipAddress ?? "unknown"
     }
 
-    /// A query parameter as a positive number of milliseconds, bounded.
+    /// The shortest upstream timeout a request may ask for.
+    static let minimumTimeoutMilliseconds = 100
+
+    /// A query parameter as a number of milliseconds, from 100 up to `max`.
     static func duration(_ request: Request, _ name: String, default value: Duration, max: Duration) throws(BridgeError) -> Duration {
-        guard let text = request.uri.queryParameters.get(name) else { return value }
-        guard let ms = Int(text), ms > 0 else { throw .badRequest("\(name) must be a positive number of milliseconds, got '\(text)'") }
-        guard Duration.milliseconds(ms) <= max else { throw .badRequest("\(name) must be at most \(Int(max.seconds * 1000)) ms") }
+        guard let text = query(request, name) else { return value }
+        return try milliseconds(Int(text), name: name, max: max, given: text)
+    }
+
+    static func milliseconds(_ value: Int?, name: String, max: Duration, given: String) throws(BridgeError) -> Duration {
+        let most = Int(max.seconds * 1000)
+        guard let ms = value, ms >= minimumTimeoutMilliseconds, ms <= most else {
+            throw .badRequest("\(name) must be a number of milliseconds from \(minimumTimeoutMilliseconds) to \(most), got '\(given)'")
+        }
         return .milliseconds(ms)
     }
 
     static func flag(_ request: Request, _ name: String) throws(BridgeError) -> Bool? {
-        guard let text = request.uri.queryParameters.get(name) else { return nil }
+        guard let text = query(request, name) else { return nil }
         switch text.lowercased() {
         case "true", "1", "yes": return true
         case "false", "0", "no": return false

@@ -12,8 +12,10 @@ public struct DocumentQuery: Sendable {
 
     public init(limit: Int) { self.limit = limit }
 
-    /// Reads the query parameters; each of `selector`, `sort`, `fields` is JSON (EJSON).
+    /// Reads the query parameters; an empty one counts as absent.
     public init(selector: String?, sort: String?, skip: String?, limit: String?, fields: String?, defaultLimit: Int, maxLimit: Int) throws(BridgeError) {
+        func given(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
+        let selector = given(selector), sort = given(sort), skip = given(skip), limit = given(limit), fields = given(fields)
         self.limit = defaultLimit
         if let selector {
             do { self.selector = try Selector(try Self.json(selector, "selector")) } catch let error as SelectorError {
@@ -126,9 +128,9 @@ public struct Projection: Sendable {
         for field in o {
             let flag: Bool
             switch field.value {
-            case .number(let n): flag = n != 0
-            case .bool(let b): flag = b
-            default: throw .badRequest("fields values must be 1 or 0")
+            case .number(1), .bool(true): flag = true
+            case .number(0), .bool(false): flag = false
+            default: throw .badRequest("fields values must be 1, 0, true or false")
             }
             if field.key == "_id" {
                 keepID = flag

@@ -16,6 +16,8 @@ public final class SessionRegistry: Service, Sendable {
         var ended: [String: String] = [:]
         var endedOrder: [String] = []
         var logins: RateLimiter
+        /// Meteor tokens refused recently (hash → when), answered 401 without asking Meteor again.
+        var refusedMeteorKeys: [String: ContinuousClock.Instant] = [:]
         var shuttingDown = false
     }
 
@@ -72,6 +74,26 @@ public final class SessionRegistry: Service, Sendable {
     }
 
     func session(meteorKey: String) -> Session? { state.withLock { $0.byMeteorKey[meteorKey] } }
+
+    static let refusedMemory: Duration = .seconds(60)
+
+    func wasRefused(meteorKey: String) -> Bool {
+        state.withLock { state in
+            guard let when = state.refusedMeteorKeys[meteorKey] else { return false }
+            return ContinuousClock.now - when < Self.refusedMemory
+        }
+    }
+
+    func rememberRefused(meteorKey: String) {
+        state.withLock { state in
+            if state.refusedMeteorKeys.count >= Self.endedMemory {
+                let now = ContinuousClock.now
+                state.refusedMeteorKeys = state.refusedMeteorKeys.filter { now - $0.value < Self.refusedMemory }
+                if state.refusedMeteorKeys.count >= Self.endedMemory { state.refusedMeteorKeys.removeAll() }
+            }
+            state.refusedMeteorKeys[meteorKey] = .now
+        }
+    }
 
     /// Counts a login or session creation for an address; 429 when over the limit.
     func checkLoginRate(_ address: String) throws(BridgeError) {

@@ -85,8 +85,9 @@ public struct Selector: Sendable, Equatable {
         return clauses.count == 1 ? clauses[0] : .and(clauses)
     }
 
+    /// A value is an operator object when any of its keys starts with `$`; all of them must then be operators.
     static func parseFieldTest(_ value: EJSON) throws(SelectorError) -> FieldTest {
-        guard case .object(let object) = value, let first = object.fields.first, first.key.hasPrefix("$") else {
+        guard case .object(let object) = value, object.keys.contains(where: { $0.hasPrefix("$") }) else {
             return .equals(value)
         }
         var tests: [FieldTest] = []
