@@ -113,6 +113,22 @@ import Testing
         }
     }
 
+    @Test func sessionsPerAddressAndSubscriptionsPerSessionAreLimited() async throws {
+        try await BridgeHarness.run(configure: {
+            $0.maxSessionsPerAddress = 2
+            $0.maxSubscriptionsPerSession = 2
+        }) { h in
+            let (token, _) = try await h.session()
+            _ = try await h.session()
+            expectError(try await h.request(.post, "/v1/sessions", body: "{}"), .tooManyRequests, "too-many-sessions")
+            #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"[{"name":"tasks"},{"name":"typed"}]"#).status == .created)
+            #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#).status == .created, "sharing costs nothing")
+            expectError(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"myTasks"}"#), .tooManyRequests, "too-many-subscriptions")
+            #expect(try await h.request(.delete, "/v1/session", token: token).status == .noContent)
+            #expect(try await h.request(.post, "/v1/sessions", body: "{}").status == .created, "closing one frees its place")
+        }
+    }
+
     @Test func theUpstreamSeesTheUsersAddress() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()
