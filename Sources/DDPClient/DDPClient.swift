@@ -29,6 +29,9 @@ public actor DDPClient {
     private var methodWaiters: [String: (Completion, CheckedContinuation<EJSON?, any Error>)] = [:]
     private var readyWaiters: [String: [(number: Int, continuation: CheckedContinuation<Void, any Error>)]] = [:]
     private var nextWaiter = 0
+    /// Recent `nosub` errors by subscription id (bounded), for waiters that arrive after it.
+    private var recentStops: [String: DDPError] = [:]
+    private var recentStopOrder: [String] = []
     private var reconnectDelay: Duration?
     private var closed = false
     public private(set) var state: ConnectionState = .idle
@@ -241,7 +244,7 @@ public actor DDPClient {
     /// ``DDPClientError/timedOut``. Returns at once when it is ready already.
     public func waitUntilReady(_ id: String, timeout: Duration? = nil) async throws {
         guard let subscription = machine.subscriptions[id] else {
-            throw DDPError.meteor("subscription-stopped", "The subscription is not active")
+            throw recentStops[id] ?? DDPError.meteor("subscription-stopped", "The subscription is not active")
         }
         if subscription.ready { return }
         let number = takeWaiterNumber()
@@ -352,6 +355,11 @@ public actor DDPClient {
                 for waiter in readyWaiters.removeValue(forKey: id) ?? [] { waiter.continuation.resume() }
                 onEvent(.subscriptionReady(id: id))
             case .subscriptionStopped(let id, let error):
+                if let error {
+                    recentStops[id] = error
+                    recentStopOrder.append(id)
+                    if recentStopOrder.count > 256 { recentStops[recentStopOrder.removeFirst()] = nil }
+                }
                 failReadyWaiters(id, error ?? DDPError.meteor("subscription-stopped", "The subscription stopped before it was ready"))
                 onEvent(.subscriptionStopped(id: id, error: error))
             case .documentsChanged(let changes):

@@ -50,6 +50,24 @@ import Testing
         }
     }
 
+    @Test func concurrentIdenticalSubscribesShareOneUpstreamSubscription() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            async let a = h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[30]}"#)
+            async let b = h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[30]}"#)
+            async let c = h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"nope"}"#)
+            async let d = h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"nope"}"#)
+            let (first, second, bad1, bad2) = try await (a, b, c, d)
+            #expect(first.status == .created && second.status == .created)
+            #expect(first["id"] == second["id"])
+            #expect(first["state"] == "ready" && second["state"] == "ready")
+            expectError(bad1, .notFound, 404)
+            expectError(bad2, .notFound, 404)
+            let list = try await h.request(.get, "/v1/subscriptions", token: token).json.arrayValue ?? []
+            #expect(list.count == 1 && list.first?["refs"] == 2)
+        }
+    }
+
     @Test func subscriptionFailuresAndGroups() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()

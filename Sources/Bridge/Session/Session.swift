@@ -142,10 +142,12 @@ public final class Session: Sendable {
         }
         do {
             if acquired.isNew {
-                try await client.subscribe(name, params: params, id: acquired.id, waitUntilReady: wait, timeout: timeout)
-            } else if wait {
-                try await client.waitUntilReady(acquired.id, timeout: timeout)
+                try await client.subscribe(name, params: params, id: acquired.id, waitUntilReady: false)
+                state.withLock { $0.subscriptions.markStarted(acquired.id) }
+            } else {
+                try await waitUntilStarted(acquired.id, timeout: timeout)
             }
+            if wait { try await client.waitUntilReady(acquired.id, timeout: timeout) }
         } catch let error as DDPError {
             state.withLock { $0.subscriptions.remove(acquired.id) }
             throw error
@@ -153,6 +155,17 @@ public final class Session: Sendable {
         return state.withLock { state in
             state.subscriptions.entries[acquired.id]?.info
                 ?? SubscriptionInfo(id: acquired.id, name: name, params: params, state: .pending, refs: 1)
+        }
+    }
+
+    /// A subscription shared with a concurrent caller may not be registered upstream yet: wait for that (bounded).
+    private func waitUntilStarted(_ id: String, timeout: Duration) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let started = state.withLock { $0.subscriptions.entries[id]?.started }
+            if started != false { return }
+            guard ContinuousClock.now < deadline else { throw DDPClientError.timedOut }
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 

@@ -23,6 +23,8 @@ struct SharedSubscriptions: Sendable {
         var info: SubscriptionInfo
         let key: String
         var releaseAt: ContinuousClock.Instant?
+        /// The upstream `sub` has been registered with the client.
+        var started = false
     }
 
     private(set) var entries: [String: Entry] = [:]
@@ -74,6 +76,8 @@ struct SharedSubscriptions: Sendable {
     }
 
     mutating func markReady(_ id: String) { entries[id]?.info.state = .ready }
+
+    mutating func markStarted(_ id: String) { entries[id]?.started = true }
 
     mutating func remove(_ id: String) {
         guard let entry = entries.removeValue(forKey: id) else { return }

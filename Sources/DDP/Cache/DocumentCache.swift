@@ -94,7 +94,7 @@ public struct DocumentCache: Sendable, Equatable {
     }
 
     /// The net effect of setting `fields` and clearing `cleared` on `old`; `nil` when nothing changes.
-    static func fieldChange(_ collection: String, _ id: String, old: EJSONObject, fields: EJSONObject, cleared: [String]) -> DocumentChange? {
+    public static func fieldChange(_ collection: String, _ id: String, old: EJSONObject, fields: EJSONObject, cleared: [String]) -> DocumentChange? {
         var changed = EJSONObject()
         var previous = EJSONObject()
         var reallyCleared: [String] = []
