@@ -363,7 +363,8 @@ public actor DDPClient {
                 failReadyWaiters(id, error ?? DDPError.meteor("subscription-stopped", "The subscription stopped before it was ready"))
                 onEvent(.subscriptionStopped(id: id, error: error))
             case .documentsChanged(let changes):
-                onEvent(.documentsChanged(changes))
+                let documents = changes.map { machine.cache.document($0.collection, $0.id) }
+                onEvent(.documentsChanged(changes, documents: documents))
             case .userChanged(let userID):
                 onEvent(.userChanged(userId: userID))
             case .resumeRefused(let error):

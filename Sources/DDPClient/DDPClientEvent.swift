@@ -3,7 +3,8 @@ public import DDP
 /// What a DDP client tells its owner, in the order it happened.
 public enum DDPClientEvent: Sendable, Equatable {
     case stateChanged(ConnectionState)
-    case documentsChanged([DocumentChange])
+    /// Changes to the merged view, each with the document after it (`nil` once removed).
+    case documentsChanged([DocumentChange], documents: [EJSONObject?])
     case subscriptionReady(id: String)
     case subscriptionStopped(id: String, error: DDPError?)
     case userChanged(userId: String?)

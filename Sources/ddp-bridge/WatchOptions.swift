@@ -33,7 +33,7 @@ struct ChangePrinter: Sendable {
     func print(_ event: DDPClientEvent) {
         switch event {
         case .stateChanged(let state): line("connection", describe(state))
-        case .documentsChanged(let changes):
+        case .documentsChanged(let changes, _):
             for change in changes {
                 switch change {
                 case .added(let c, let id, let fields): line("added", "\(c)/\(id) \(EJSON.object(fields))")

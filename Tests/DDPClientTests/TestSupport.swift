@@ -25,7 +25,7 @@ final class EventLog: Sendable {
     func clear() { events.withLock { $0 = [] } }
 
     var documentChanges: [DocumentChange] {
-        all.flatMap { if case .documentsChanged(let c) = $0 { return c } else { return [] } }
+        all.flatMap { if case .documentsChanged(let c, _) = $0 { return c } else { return [] } }
     }
 
     var states: [ConnectionState] {

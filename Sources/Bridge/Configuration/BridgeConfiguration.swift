@@ -32,6 +32,17 @@ public struct BridgeConfiguration: Sendable {
     public var trustForwardedFor: Bool
     /// Upstream protocol settings (heartbeats, reconnect backoff).
     public var ddp: DDPClientConfiguration
+    /// Changes closer together than this are consolidated per document before streams see them.
+    public var batchWindow: Duration = .milliseconds(1)
+    /// Events each session keeps for streams that resume with `Last-Event-ID`.
+    public var eventLogSize = 10_000
+    /// Comment lines on idle streams, so proxies keep them open.
+    public var heartbeatInterval: Duration = .seconds(15)
+    /// Bytes a stream may fall behind before it is cut off.
+    public var streamBufferLimit = 1 << 20
+    public var maxStreamsPerSession = 16
+    /// The `retry:` hint streams start with, in milliseconds.
+    public var streamRetryMilliseconds = 2_000
 
     public init(
         upstream: String,

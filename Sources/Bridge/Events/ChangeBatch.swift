@@ -37,26 +37,27 @@ public struct ChangeBatch: Sendable {
         if case .moved(_, _, let before) = change { entries[key]!.moved = .some(before) }
     }
 
-    /// The consolidated changes, in the order documents were first touched; empties the batch.
-    public mutating func flush() -> [DocumentChange] {
-        var out: [DocumentChange] = []
+    /// The consolidated changes (each with the document after it), in the order documents were
+    /// first touched; empties the batch.
+    public mutating func flush() -> [(change: DocumentChange, document: EJSONObject?)] {
+        var out: [(change: DocumentChange, document: EJSONObject?)] = []
         for key in order {
             guard let entry = entries[key] else { continue }
             switch (entry.before, entry.after) {
             case (nil, let after?):
-                out.append(.added(collection: key.collection, id: key.id, fields: after))
+                out.append((.added(collection: key.collection, id: key.id, fields: after), after))
             case (let before?, nil):
-                out.append(.removed(collection: key.collection, id: key.id, previous: before))
+                out.append((.removed(collection: key.collection, id: key.id, previous: before), nil))
             case (let before?, let after?):
                 let cleared = before.keys.filter { after[$0] == nil }
                 if let change = DocumentCache.fieldChange(key.collection, key.id, old: before, fields: after, cleared: cleared) {
-                    out.append(change)
+                    out.append((change, after))
                 }
             case (nil, nil):
                 break
             }
-            if entry.after != nil, case .some(let before) = entry.moved {
-                out.append(.moved(collection: key.collection, id: key.id, before: before))
+            if let after = entry.after, case .some(let before) = entry.moved {
+                out.append((.moved(collection: key.collection, id: key.id, before: before), after))
             }
         }
         entries = [:]

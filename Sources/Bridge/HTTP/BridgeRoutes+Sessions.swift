@@ -32,7 +32,7 @@ extension BridgeRoutes {
         let formatter = ISO8601DateFormatter()
         return HTTPSupport.json([
             "id": .string(session.id),
-            "connection": Self.describe(session.connection),
+            "connection": session.connection.ejson,
             "userId": session.userID.map(EJSON.string) ?? .null,
             "subscriptions": .array(session.subscriptions.map(\.ejson)),
             "createdAt": .string(formatter.string(from: session.createdAt)),
@@ -131,16 +131,6 @@ extension BridgeRoutes {
         }
     }
 
-    static func describe(_ state: ConnectionState) -> EJSON {
-        switch state {
-        case .idle: return ["state": "connecting"]
-        case .connecting(let attempt): return ["state": "connecting", "attempt": .int(attempt)]
-        case .connected(let session, let version): return ["state": "connected", "ddpSession": .string(session), "version": .string(version)]
-        case .reconnecting(let attempt, let delay):
-            return ["state": "reconnecting", "attempt": .int(attempt), "retryIn": .number((delay.seconds * 1000).rounded())]
-        case .closed(let reason): return ["state": "closed", "reason": .string(reason)]
-        }
-    }
 }
 
 extension EJSONObject {

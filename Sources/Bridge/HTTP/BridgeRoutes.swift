@@ -30,6 +30,7 @@ struct BridgeRoutes: Sendable {
             (.get, "/v1/collections/:name/:id", getDocument),
             (.patch, "/v1/collections/:name/:id", updateDocument),
             (.delete, "/v1/collections/:name/:id", removeDocument),
+            (.get, "/v1/events", events),
         ]
     }
 

@@ -17,6 +17,9 @@ public final class Session: Sendable {
         /// The bridge itself logged in with a password (so closing the session logs out upstream).
         var loggedInByBridge = false
         var closed: String?
+        var hub: EventHub
+        var streams: [Int: EventStream] = [:]
+        var nextStream = 1
     }
 
     /// A short id for logs; not the token.
@@ -30,6 +33,9 @@ public final class Session: Sendable {
     let configuration: BridgeConfiguration
     let state: LockedState<State>
     let logger: Logger
+    /// Rung when a batch of changes is waiting for its window to end.
+    private let flushBell: AsyncStream<Void>.Continuation
+    private let flushRings: AsyncStream<Void>
 
     init(tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger) {
         let id = String(MeteorRandom.id().prefix(8))
@@ -41,28 +47,70 @@ public final class Session: Sendable {
         self.meteorKey = meteorKey
         self.configuration = configuration
         self.logger = logger
-        let state = LockedState(State())
+        let state = LockedState(State(hub: EventHub(window: configuration.batchWindow, logCapacity: configuration.eventLogSize)))
         self.state = state
+        let (flushRings, flushBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        self.flushRings = flushRings
+        self.flushBell = flushBell
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression)
         options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress
         self.client = DDPClient(options: options, logger: logger) { event in
-            Session.handle(event, in: state)
+            Session.handle(event, in: state, bell: flushBell)
         }
     }
 
-    /// Runs the upstream connection until the session closes.
-    func run() async { await client.run() }
+    /// Runs the upstream connection, and the flusher of batched changes, until the session closes.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.flushBatches() }
+            await client.run()
+            flushBell.finish()
+        }
+    }
 
-    static func handle(_ event: DDPClientEvent, in state: LockedState<State>) {
-        state.withLock { state in
+    /// What the upstream connection reports becomes session state and stream events.
+    static func handle(_ event: DDPClientEvent, in state: LockedState<State>, bell: AsyncStream<Void>.Continuation) {
+        let now = ContinuousClock.now
+        let waiting = state.withLock { state -> Bool in
+            var events: [SessionEvent] = []
             switch event {
-            case .stateChanged(let connection): state.connection = connection
-            case .subscriptionReady(let id): state.subscriptions.markReady(id)
-            case .subscriptionStopped(let id, _): state.subscriptions.remove(id)
-            case .userChanged(let user): state.userID = user
-            case .documentsChanged, .resumeRefused, .protocolError: break
+            case .stateChanged(let connection):
+                state.connection = connection
+                events = state.hub.event(.connection, connection.ejson, now: now)
+            case .subscriptionReady(let id):
+                state.subscriptions.markReady(id)
+                events = state.hub.event(.ready, ["subscriptions": [.string(id)]], now: now)
+            case .subscriptionStopped(let id, let error):
+                state.subscriptions.remove(id)
+                events = state.hub.event(.nosub, ["subscription": .string(id), "error": error?.ejson ?? .null], now: now)
+            case .userChanged(let user):
+                state.userID = user
+                events = state.hub.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
+            case .documentsChanged(let changes, let documents):
+                events = state.hub.documents(changes, documents, now: now)
+            case .resumeRefused, .protocolError:
+                break
+            }
+            for event in events {
+                for stream in state.streams.values { stream.deliver(event) }
+            }
+            return state.hub.deadline != nil
+        }
+        if waiting { bell.yield() }
+    }
+
+    /// Sends each batch out when its window ends.
+    private func flushBatches() async {
+        for await _ in flushRings {
+            while let deadline = state.withLock({ $0.hub.deadline }) {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                state.withLock { state in
+                    for event in state.hub.flushIfDue(now: .now) {
+                        for stream in state.streams.values { stream.deliver(event) }
+                    }
+                }
             }
         }
     }
@@ -96,11 +144,14 @@ public final class Session: Sendable {
         }
     }
 
-    /// Closes the upstream connection (logging out first when the bridge logged in with a password).
+    /// Closes the upstream connection (logging out first when the bridge logged in with a password);
+    /// open streams get a last event saying why.
     func close(reason: String) async {
         let logOut = state.withLock { state -> Bool in
             guard state.closed == nil else { return false }
             state.closed = reason
+            let ending = SSEFrame.encode(id: nil, event: "error", data: ["error": "session-ended", "reason": .string("The session has ended: \(reason)")])
+            for stream in state.streams.values { stream.finish(with: ending) }
             return state.loggedInByBridge
         }
         if logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }

@@ -1,0 +1,131 @@
+public import DDP
+
+/// What a stream delivers: some collections, one document, or a live query over one collection.
+public struct StreamFilter: Sendable {
+    public var collections: Set<String>?
+    /// A wire id (with exactly one collection).
+    public var documentID: String?
+    /// A live query (with exactly one collection): documents entering it are `added`, leaving it `removed`.
+    public var selector: Selector?
+
+    public init(collections: Set<String>? = nil, documentID: String? = nil, selector: Selector? = nil) {
+        self.collections = collections
+        self.documentID = documentID
+        self.selector = selector
+    }
+
+    /// Whether a document passes the collection and id filters (the live query aside).
+    func admits(collection: String, id: String) -> Bool {
+        if let collections, !collections.contains(collection) { return false }
+        if let documentID, documentID != id { return false }
+        return true
+    }
+
+    /// Whether a document is in the stream's view, live query included.
+    func matches(collection: String, id: String, document: EJSONObject) -> Bool {
+        guard admits(collection: collection, id: id) else { return false }
+        guard let selector else { return true }
+        return selector.matches(DocumentQuery.withID(id, document))
+    }
+}
+
+/// One SSE consumer: a bounded buffer of encoded frames filled by the session (under its
+/// lock) and drained by the HTTP writer, with a doorbell between them. A consumer that lets
+/// the buffer overflow is cut off with a final event; memory never grows past the bound.
+final class EventStream: Sendable {
+    struct State: Sendable {
+        var frames: [[UInt8]] = []
+        var bytes = 0
+        /// The last frame to write before closing (overflow, session ended).
+        var ending: [UInt8]?
+        /// Live queries: ids of the documents currently inside the selector.
+        var matching: Set<String> = []
+    }
+
+    let filter: StreamFilter
+    let limit: Int
+    private let state: LockedState<State>
+    private let bell: AsyncStream<Void>.Continuation
+    let rings: AsyncStream<Void>
+
+    init(filter: StreamFilter, limit: Int) {
+        self.filter = filter
+        self.limit = limit
+        self.state = LockedState(State())
+        (rings, bell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Routes one session event through the filter (and the live query) into the buffer.
+    func deliver(_ event: SessionEvent) {
+        guard let collection = event.collection, let id = event.documentID else {
+            enqueue([event.frame])
+            return
+        }
+        guard filter.admits(collection: collection, id: id) else { return }
+        guard let selector = filter.selector else {
+            enqueue([event.frame])
+            return
+        }
+        let inside = event.document.map { selector.matches(DocumentQuery.withID(id, $0)) } ?? false
+        let frame: [UInt8]? = state.withLock { state in
+            let wasInside = state.matching.contains(id)
+            switch (wasInside, inside) {
+            case (false, true):
+                state.matching.insert(id)
+                return SessionEvent.document(.added(collection: collection, id: id, fields: event.document!), document: event.document, id: event.id).frame
+            case (true, true):
+                return event.frame
+            case (true, false):
+                state.matching.remove(id)
+                if event.kind == .removed { return event.frame }
+                return SessionEvent.document(.removed(collection: collection, id: id, previous: event.document ?? [:]), document: nil, id: event.id).frame
+            case (false, false):
+                return nil
+            }
+        }
+        if let frame { enqueue([frame]) }
+    }
+
+    func setMatching(_ ids: Set<String>) { state.withLock { $0.matching = ids } }
+
+    /// Adds frames; past the limit the buffer is dropped and the stream ends with a reason.
+    func enqueue(_ frames: [[UInt8]]) {
+        let rang = state.withLock { state -> Bool in
+            guard state.ending == nil else { return false }
+            for frame in frames {
+                state.frames.append(frame)
+                state.bytes += frame.count
+            }
+            if state.bytes > limit {
+                state.frames = []
+                state.bytes = 0
+                state.ending = SSEFrame.encode(id: nil, event: "error", data: [
+                    "error": "slow-consumer",
+                    "reason": .string("The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up"),
+                ])
+            }
+            return true
+        }
+        if rang { bell.yield() }
+    }
+
+    /// Ends the stream after what is buffered, with a last frame.
+    func finish(with frame: [UInt8]) {
+        state.withLock { state in
+            if state.ending == nil { state.ending = frame }
+        }
+        bell.yield()
+    }
+
+    /// What the writer sends next: the buffered frames, and the ending if the stream is over.
+    func take() -> (bytes: [UInt8], ending: [UInt8]?) {
+        state.withLock { state in
+            var out: [UInt8] = []
+            out.reserveCapacity(state.bytes)
+            for frame in state.frames { out.append(contentsOf: frame) }
+            state.frames = []
+            state.bytes = 0
+            return (out, state.ending)
+        }
+    }
+}

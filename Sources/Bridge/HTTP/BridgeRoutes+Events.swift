@@ -1,0 +1,107 @@
+import DDP
+import DDPClient
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+extension BridgeRoutes {
+    /// `GET /v1/events`: the session's live changes as Server-Sent Events.
+    ///
+    /// Query: `collections` (comma-separated), `id` (one document; one collection), `selector`
+    /// (a live query; one collection), `snapshot=true`, `subscribe` + `params` (a subscription the
+    /// stream holds while it is open), `lastEventId` (or the `Last-Event-ID` header).
+    @Sendable func events(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let filter = try Self.streamFilter(request)
+        let start = try Self.streamStart(request)
+        var owned: (name: String, params: [EJSON])?
+        if let name = HTTPSupport.query(request, "subscribe"), !name.isEmpty {
+            var params: [EJSON] = []
+            if let text = HTTPSupport.query(request, "params"), !text.isEmpty {
+                guard case .array(let list) = try DocumentQuery.json(text, "params") else { throw BridgeError.badRequest("params must be a JSON array") }
+                params = list
+            }
+            owned = (name, params)
+        } else if HTTPSupport.query(request, "params") != nil {
+            throw BridgeError.badRequest("params needs subscribe=publication")
+        }
+        let session = try await session(request, context)
+        var subscription: SubscriptionInfo?
+        if let owned {
+            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+            subscription = try await session.subscribe(owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout)
+        }
+        let ownedID = subscription?.id
+        let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit)
+        do {
+            try await session.attach(stream, start: start)
+        } catch {
+            if let subscription { _ = session.unsubscribe(subscription.id) }
+            throw error
+        }
+        let heartbeat = configuration.heartbeatInterval
+        let retry = configuration.streamRetryMilliseconds
+        let body = ResponseBody { writer in
+            do {
+                try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        while true {
+                            try await Task.sleep(for: heartbeat)
+                            stream.enqueue([SSEFrame.heartbeat])
+                        }
+                    }
+                    defer { group.cancelAll() }
+                    for await _ in stream.rings {
+                        // Everything buffered goes out in one write (coalesced frames).
+                        let (bytes, ending) = stream.take()
+                        if !bytes.isEmpty { try await writer.write(ByteBuffer(bytes: bytes)) }
+                        if let ending {
+                            try await writer.write(ByteBuffer(bytes: ending))
+                            return
+                        }
+                    }
+                }
+            } catch {
+                // The consumer went away; clean up below.
+            }
+            session.detach(stream)
+            if let ownedID { _ = session.unsubscribe(ownedID) }
+            try? await writer.finish(nil)
+        }
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"],
+            body: body)
+    }
+
+    static func streamFilter(_ request: Request) throws(BridgeError) -> StreamFilter {
+        var filter = StreamFilter()
+        if let text = HTTPSupport.query(request, "collections"), !text.isEmpty {
+            filter.collections = Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        }
+        let single = filter.collections?.count == 1
+        if let id = HTTPSupport.query(request, "id"), !id.isEmpty {
+            guard single else { throw .badRequest("id needs exactly one collection in collections=") }
+            do { filter.documentID = try DocumentID(wire: id).wire } catch { throw .badRequest("invalid id: \(error.reason)") }
+        }
+        if let text = HTTPSupport.query(request, "selector"), !text.isEmpty {
+            guard single else { throw .badRequest("selector needs exactly one collection in collections=") }
+            do { filter.selector = try Selector(try DocumentQuery.json(text, "selector")) } catch let error as SelectorError {
+                throw .badRequest("invalid selector: \(error.reason)")
+            } catch { throw BridgeError.from(error) }
+        }
+        return filter
+    }
+
+    static func streamStart(_ request: Request) throws(BridgeError) -> Session.StreamStart {
+        let header = request.headers[.init("Last-Event-ID")!]
+        if let text = header ?? HTTPSupport.query(request, "lastEventId"), !text.isEmpty {
+            guard let id = UInt64(text.trimmingCharacters(in: .whitespaces)) else {
+                throw .badRequest("Last-Event-ID must be an event id from this session, got '\(text)'")
+            }
+            return .resume(after: id)
+        }
+        return try HTTPSupport.flag(request, "snapshot") == true ? .snapshot : .live
+    }
+}

@@ -1,0 +1,106 @@
+import DDP
+import DDPClient
+import HTTPTypes
+
+extension Session {
+    /// Where a new stream starts.
+    enum StreamStart: Sendable {
+        /// Live changes only.
+        case live
+        /// A snapshot of the matching documents, a `snapshot` marker, then live changes.
+        case snapshot
+        /// What was missed since this event id; a `reset` and a snapshot when that is no longer kept.
+        case resume(after: UInt64)
+    }
+
+    /// Registers a stream; its first frames (replay, or reset and snapshot) are taken from the log
+    /// and the cache at one instant, so nothing is missed or doubled.
+    func attach(_ stream: EventStream, start: StreamStart) async throws(BridgeError) {
+        try state.withLock { state throws(BridgeError) in
+            if let reason = state.closed { throw BridgeError.unauthorized("session-expired", "This session has ended: \(reason)") }
+            guard state.streams.count < configuration.maxStreamsPerSession else {
+                throw BridgeError(.tooManyRequests, "too-many-streams", "A session may have at most \(configuration.maxStreamsPerSession) open streams")
+            }
+            state.openStreams += 1
+        }
+        // The cache is read inside the client actor; events are appended there too, so both agree.
+        await client.withCache { cache in
+            state.withLock { state in
+                for event in state.hub.flush(now: .now) {
+                    for other in state.streams.values { other.deliver(event) }
+                }
+                let lastID = state.hub.log.lastID
+                let matching = Self.matchingDocuments(cache, stream.filter)
+                if stream.filter.selector != nil { stream.setMatching(Set(matching.map(\.id))) }
+                var frames: [[UInt8]] = []
+                switch start {
+                case .live:
+                    break
+                case .snapshot:
+                    frames = Self.snapshot(matching, id: lastID)
+                case .resume(let after):
+                    if stream.filter.selector == nil, let missed = state.hub.log.events(after: after) {
+                        for event in missed {
+                            if let c = event.collection, let id = event.documentID, !stream.filter.admits(collection: c, id: id) { continue }
+                            frames.append(event.frame)
+                        }
+                    } else {
+                        let reason = stream.filter.selector == nil
+                            ? "Event \(after) is no longer in this session's log" : "A live query restarts from a snapshot"
+                        frames = [SSEFrame.encode(id: lastID, event: "reset", data: ["reason": .string(reason)])] + Self.snapshot(matching, id: lastID)
+                    }
+                }
+                stream.enqueue(frames)
+                state.streams[state.nextStream] = stream
+                state.nextStream += 1
+            }
+        }
+    }
+
+    func detach(_ stream: EventStream) {
+        state.withLock { state in
+            guard let key = state.streams.first(where: { $0.value === stream })?.key else { return }
+            state.streams[key] = nil
+            state.openStreams -= 1
+            state.lastActivity = .now
+        }
+    }
+
+    static func matchingDocuments(_ cache: DocumentCache, _ filter: StreamFilter) -> [(collection: String, id: String, document: EJSONObject)] {
+        var out: [(collection: String, id: String, document: EJSONObject)] = []
+        for name in cache.collections.keys.sorted() where filter.collections?.contains(name) ?? true {
+            let documents = cache.collections[name]!.documents
+            if let id = filter.documentID {
+                if let document = documents[id], filter.matches(collection: name, id: id, document: document) { out.append((name, id, document)) }
+                continue
+            }
+            for id in documents.keys.sorted() where filter.matches(collection: name, id: id, document: documents[id]!) {
+                out.append((name, id, documents[id]!))
+            }
+        }
+        return out
+    }
+
+    /// `added` for each document, then the `snapshot` marker, all with the log position they reflect.
+    static func snapshot(_ documents: [(collection: String, id: String, document: EJSONObject)], id: UInt64) -> [[UInt8]] {
+        var frames = documents.map { doc in
+            SessionEvent.document(.added(collection: doc.collection, id: doc.id, fields: doc.document), document: doc.document, id: id).frame
+        }
+        frames.append(SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)]))
+        return frames
+    }
+}
+
+extension ConnectionState {
+    /// As `GET /v1/session` and `connection` events report it.
+    var ejson: EJSON {
+        switch self {
+        case .idle: return ["state": "connecting"]
+        case .connecting(let attempt): return ["state": "connecting", "attempt": .int(attempt)]
+        case .connected(let session, let version): return ["state": "connected", "ddpSession": .string(session), "version": .string(version)]
+        case .reconnecting(let attempt, let delay):
+            return ["state": "reconnecting", "attempt": .int(attempt), "retryIn": .number((delay.seconds * 1000).rounded())]
+        case .closed(let reason): return ["state": "closed", "reason": .string(reason)]
+        }
+    }
+}
