@@ -1,0 +1,179 @@
+@testable import Bridge
+import DDP
+import Testing
+
+@Suite struct EventPipelineTests {
+    func change(_ cache: inout DocumentCache, _ message: ServerMessage) -> (DocumentChange, EJSONObject?)? {
+        guard let change = cache.apply(message) else { return nil }
+        return (change, cache.document(change.collection, change.id))
+    }
+
+    @Test func batchesConsolidatePerDocument() {
+        var cache = DocumentCache()
+        var batch = ChangeBatch()
+        _ = cache.apply(.added(collection: "c", id: "keep", fields: ["n": 1, "s": "x"]))
+        for message: ServerMessage in [
+            .added(collection: "c", id: "flash", fields: ["n": 1]),
+            .changed(collection: "c", id: "keep", fields: ["n": 2], cleared: []),
+            .removed(collection: "c", id: "flash"),
+            .changed(collection: "c", id: "keep", fields: ["n": 1], cleared: ["s"]),
+            .added(collection: "c", id: "new", fields: ["a": 1]),
+            .changed(collection: "c", id: "new", fields: ["b": 2], cleared: ["a"]),
+        ] {
+            if let (c, d) = change(&cache, message) { batch.add(c, document: d) }
+        }
+        let out = batch.flush().map(\.change)
+        #expect(out == [
+            .changed(collection: "c", id: "keep", fields: [:], cleared: ["s"], previous: ["s": "x"]),
+            .added(collection: "c", id: "new", fields: ["b": 2]),
+        ], "added-then-removed and a field set back emit nothing")
+        #expect(batch.isEmpty)
+        // A document changed and changed back within one batch emits nothing at all.
+        for message: ServerMessage in [.changed(collection: "c", id: "keep", fields: ["n": 5], cleared: []),
+                                       .changed(collection: "c", id: "keep", fields: ["n": 1], cleared: [])] {
+            if let (c, d) = change(&cache, message) { batch.add(c, document: d) }
+        }
+        #expect(batch.flush().isEmpty)
+    }
+
+    @Test func theLogReplaysWhatItStillHolds() {
+        var log = EventLog(capacity: 3)
+        for _ in 0..<5 { log.append { SessionEvent(id: $0, kind: .user, payload: nil) } }
+        #expect(log.lastID == 5)
+        #expect(log.events(after: 5)?.isEmpty == true)
+        #expect(log.events(after: 2)?.map(\.id) == [3, 4, 5])
+        #expect(log.events(after: 1) == nil, "event 2 is gone")
+        #expect(log.events(after: 9) == nil, "an id from the future")
+    }
+
+    @Test func lightTrafficGoesOutAtOnceAndBurstsAreBatched() {
+        var hub = EventHub(window: .milliseconds(5), logCapacity: 100)
+        var cache = DocumentCache()
+        let t0 = ContinuousClock.now
+        let (c1, d1) = change(&cache, .added(collection: "c", id: "a", fields: ["n": 0]))!
+        #expect(hub.documents([c1], [d1], now: t0).map(\.kind) == [.added], "nothing pending: no delay")
+        var held: [SessionEvent] = []
+        for n in 1...3 {
+            let (c, d) = change(&cache, .changed(collection: "c", id: "a", fields: ["n": .int(n)], cleared: []))!
+            held += hub.documents([c], [d], now: t0 + .milliseconds(n))
+        }
+        #expect(held.isEmpty)
+        #expect(hub.deadline == t0 + .milliseconds(5))
+        #expect(hub.flushIfDue(now: t0 + .milliseconds(4)).isEmpty)
+        let flushed = hub.flushIfDue(now: t0 + .milliseconds(5))
+        #expect(flushed.count == 1)
+        #expect(flushed.first?.payload["fields"] == ["n": 3] && flushed.first?.payload["previous"] == ["n": 0])
+        // Another kind of event never overtakes pending changes.
+        let (c5, d5) = change(&cache, .changed(collection: "c", id: "a", fields: ["n": 9], cleared: []))!
+        _ = hub.documents([c5], [d5], now: t0 + .milliseconds(6))
+        #expect(hub.event(.user, ["userId": nil], now: t0 + .milliseconds(7)).map(\.kind) == [.changed, .user])
+        #expect(hub.log.events(after: 0)?.map(\.id) == [1, 2, 3, 4])
+    }
+
+    @Test func sseFramesAreWellFormed() {
+        let frame = String(decoding: SSEFrame.encode(id: 7, event: "changed", data: ["text": "two\nlines"]), as: UTF8.self)
+        #expect(frame == "id: 7\nevent: changed\ndata: {\"text\":\"two\\nlines\"}\n\n")
+    }
+
+    /// A consumer that applies what it receives ends with exactly the session's documents,
+    /// whatever the changes and whenever it drops and resumes.
+    @Test(arguments: 0..<40)
+    func consumersNeverMissState(seed: Int) throws {
+        var random = SplitMix(seed: UInt64(seed) &+ 1)
+        var truth = DocumentCache()
+        var hub = EventHub(window: .milliseconds(2), logCapacity: 25)
+        var consumer = Consumer()
+        var now = ContinuousClock.now
+        consumer.connect(hub: &hub, truth: truth, now: now)
+        for _ in 0..<400 {
+            now = now + .microseconds(Int64(random.next(1_500)))
+            switch random.next(100) {
+            case 0..<6:
+                consumer.connected = false
+            case 6..<12 where !consumer.connected:
+                consumer.connect(hub: &hub, truth: truth, now: now)
+            case 12..<20:
+                consumer.receive(hub.flushIfDue(now: now))
+            default:
+                let id = "d\(random.next(8))"
+                let message: ServerMessage
+                if truth.document("c", id) == nil {
+                    message = .added(collection: "c", id: id, fields: ["n": .int(random.next(3)), "k": .int(random.next(2))])
+                } else if random.next(4) == 0 {
+                    message = .removed(collection: "c", id: id)
+                } else {
+                    message = random.next(3) == 0
+                        ? .changed(collection: "c", id: id, fields: [:], cleared: ["k"])
+                        : .changed(collection: "c", id: id, fields: ["n": .int(random.next(3))], cleared: [])
+                }
+                guard let change = truth.apply(message) else { continue }
+                consumer.receive(hub.documents([change], [truth.document("c", id)], now: now))
+            }
+            try #require(consumer.consistent, "seed \(seed): the consumer received an impossible event")
+        }
+        now = now + .seconds(1)
+        consumer.receive(hub.flushIfDue(now: now))
+        if !consumer.connected { consumer.connect(hub: &hub, truth: truth, now: now) }
+        #expect(consumer.documents == (truth.collections["c"]?.documents ?? [:]), "seed \(seed)")
+    }
+}
+
+/// A stream consumer as a client would write one: applies events, remembers the last id.
+struct Consumer {
+    var documents: [String: EJSONObject] = [:]
+    var lastID: UInt64 = 0
+    var connected = false
+    var consistent = true
+
+    mutating func connect(hub: inout EventHub, truth: DocumentCache, now: ContinuousClock.Instant) {
+        connected = true
+        _ = hub.flush(now: now)  // as Session.attach does, before reading the log and the cache
+        if let missed = hub.log.events(after: lastID) {
+            apply(missed)
+        } else {
+            // reset + snapshot
+            documents = truth.collections["c"]?.documents ?? [:]
+            lastID = hub.log.lastID
+        }
+    }
+
+    mutating func receive(_ events: [SessionEvent]) {
+        guard connected else { return }
+        apply(events)
+    }
+
+    mutating func apply(_ events: [SessionEvent]) {
+        for event in events {
+            lastID = event.id
+            guard let id = event.documentID else { continue }
+            switch event.kind {
+            case .added:
+                if documents[id] != nil { consistent = false }
+                documents[id] = event.payload["fields"]?.objectValue
+            case .changed:
+                guard var document = documents[id] else { consistent = false; continue }
+                for field in event.payload["fields"]?.objectValue ?? [:] { document[field.key] = field.value }
+                for key in event.payload["cleared"]?.arrayValue ?? [] { document.removeValue(forKey: key.stringValue ?? "") }
+                documents[id] = document
+            case .removed:
+                if documents.removeValue(forKey: id) == nil { consistent = false }
+            default:
+                break
+            }
+        }
+    }
+}
+
+/// A small seeded generator, so every failing case can be replayed.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next(_ bound: Int) -> Int {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        return Int(z % UInt64(bound))
+    }
+}
