@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import ServiceLifecycle
 
 extension BridgeRoutes {
     /// `GET /v1/events`: the session's live changes as Server-Sent Events.
@@ -44,23 +45,30 @@ extension BridgeRoutes {
         let body = ResponseBody { writer in
             do {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        while true {
-                            try await Task.sleep(for: heartbeat)
-                            stream.enqueue([SSEFrame.heartbeat])
+                // On shutdown the stream is told, then ends (the HTTP server waits for open requests).
+                try await withGracefulShutdownHandler {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            while true {
+                                try await Task.sleep(for: heartbeat)
+                                stream.enqueue([SSEFrame.heartbeat])
+                            }
+                        }
+                        defer { group.cancelAll() }
+                        for await _ in stream.rings {
+                            // Everything buffered goes out in one write (coalesced frames).
+                            let (bytes, ending) = stream.take()
+                            if !bytes.isEmpty { try await writer.write(ByteBuffer(bytes: bytes)) }
+                            if let ending {
+                                try await writer.write(ByteBuffer(bytes: ending))
+                                return
+                            }
                         }
                     }
-                    defer { group.cancelAll() }
-                    for await _ in stream.rings {
-                        // Everything buffered goes out in one write (coalesced frames).
-                        let (bytes, ending) = stream.take()
-                        if !bytes.isEmpty { try await writer.write(ByteBuffer(bytes: bytes)) }
-                        if let ending {
-                            try await writer.write(ByteBuffer(bytes: ending))
-                            return
-                        }
-                    }
+                } onGracefulShutdown: {
+                    stream.finish(with: SSEFrame.encode(id: nil, event: "error", data: [
+                        "error": "shutting-down", "reason": "The bridge is shutting down; reconnect with Last-Event-ID",
+                    ]))
                 }
             } catch {
                 // The consumer went away; clean up below.

@@ -40,15 +40,14 @@ public struct DocumentCache: Sendable, Equatable {
     }
 
     mutating func add(_ collection: String, _ id: String, _ fields: EJSONObject, before: String?, ordered: Bool) -> DocumentChange? {
-        var store = collections[collection] ?? Collection()
-        defer { collections[collection] = store }
-        if ordered { Self.placeInOrder(&store, id, before: before) }
-        guard let existing = store.documents[id] else {
-            store.documents[id] = fields
+        // Mutated in place: copying the collection out would copy every document on each add.
+        if ordered { Self.placeInOrder(&collections[collection, default: Collection()], id, before: before) }
+        guard let existing = collections[collection]?.documents[id] else {
+            collections[collection, default: Collection()].documents[id] = fields
             return .added(collection: collection, id: id, fields: fields)
         }
         // An add for a document already held (tolerated, as while resetting): it replaces it.
-        store.documents[id] = fields
+        collections[collection]!.documents[id] = fields
         let cleared = existing.keys.filter { fields[$0] == nil }
         return Self.fieldChange(collection, id, old: existing, fields: fields, cleared: cleared)
     }
@@ -75,11 +74,10 @@ public struct DocumentCache: Sendable, Equatable {
     }
 
     mutating func move(_ collection: String, _ id: String, before: String?) -> DocumentChange? {
-        guard var store = collections[collection], store.documents[id] != nil else { return nil }
-        let old = store.order
-        Self.placeInOrder(&store, id, before: before)
-        collections[collection] = store
-        return old == store.order ? nil : .moved(collection: collection, id: id, before: before)
+        guard collections[collection]?.documents[id] != nil else { return nil }
+        let old = collections[collection]!.order
+        Self.placeInOrder(&collections[collection]!, id, before: before)
+        return old == collections[collection]!.order ? nil : .moved(collection: collection, id: id, before: before)
     }
 
     private static func placeInOrder(_ store: inout Collection, _ id: String, before: String?) {

@@ -37,21 +37,20 @@ struct Database {
     /// Writes a document (insert, replace or remove with `nil`) and returns the change.
     mutating func write(_ collection: String, _ id: String, _ document: EJSONObject?) -> Change {
         sequence += 1
-        var store = collections[collection] ?? Collection()
-        let old = store.documents[id]
+        // Mutated in place: copying the collection out would copy every document on each write.
+        let old = collections[collection]?.documents[id]
         switch (old, document) {
         case (nil, let new?):
-            store.documents[id] = new
-            store.order.append(id)
+            collections[collection, default: Collection()].documents[id] = new
+            collections[collection]!.order.append(id)
         case (_?, let new?):
-            store.documents[id] = new
+            collections[collection]!.documents[id] = new
         case (_?, nil):
-            store.documents[id] = nil
-            store.order.removeAll { $0 == id }
+            collections[collection]!.documents[id] = nil
+            collections[collection]!.order.removeAll { $0 == id }
         case (nil, nil):
             break
         }
-        collections[collection] = store
         return Change(sequence: sequence, collection: collection, id: id, old: old, new: document)
     }
 }

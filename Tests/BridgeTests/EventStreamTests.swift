@@ -1,0 +1,227 @@
+import Bridge
+import DDP
+import DDPServer
+import HTTPTypes
+import HummingbirdTesting
+import Testing
+
+@Suite struct EventStreamTests {
+    func documentEvents(_ events: [SSEEvent]) -> [SSEEvent] {
+        events.filter { ["added", "changed", "removed", "moved"].contains($0.event) }
+    }
+
+    @Test func snapshotThenLiveChangesWithDetails() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+            let port = try #require(h.client.port)
+            try await withEventStream(port: port, "/v1/events?snapshot=true&collections=tasks", token: token) { stream in
+                try await stream.wait("snapshot marker") { $0.contains { $0.event == "snapshot" } }
+                #expect(await stream.status == 200)
+                #expect(await stream.contentType == "text/event-stream")
+                #expect(await stream.retry == 2_000)
+                let snapshot = await stream.events
+                #expect(snapshot.map(\.event) == ["added", "added", "added", "snapshot"])
+                #expect(snapshot.last?.json == ["count": 3])
+                #expect(snapshot.dropLast().map { $0.json["id"] } == ["task-a1", "task-a2", "task-b1"])
+
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"$set":{"done":true},"$unset":{"listId":1}}"#)
+                let inserted = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"t9","text":"new"}"#)
+                #expect(inserted.status == .created)
+                _ = try await h.request(.delete, "/v1/collections/tasks/t9", token: token)
+                try await stream.wait("three live events") { documentEvents($0).count >= 6 }
+                let live = Array(documentEvents(await stream.events).dropFirst(3))
+                #expect(live.map(\.event) == ["changed", "added", "removed"])
+                #expect(live[0].json == ["collection": "tasks", "id": "task-a2", "fields": ["done": true], "cleared": ["listId"],
+                                         "previous": ["done": false, "listId": "work"]])
+                #expect(live[1].json == ["collection": "tasks", "id": "t9", "fields": ["text": "new"]])
+                #expect(live[2].json == ["collection": "tasks", "id": "t9", "previous": ["text": "new"]])
+                let ids = await stream.events.compactMap { $0.id.flatMap(UInt64.init) }
+                #expect(ids == ids.sorted(), "ids never go back")
+                #expect(await stream.violations.isEmpty)
+            }
+        }
+    }
+
+    @Test func filtersAndLiveQueries() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"[{"name":"tasks"},{"name":"typed"}]"#)
+            let port = try #require(h.client.port)
+            let query = urlEncoded(#"{"listId":"inbox","done":{"$ne":true}}"#)
+            try await withEventStream(port: port, "/v1/events?collections=tasks&selector=\(query)&snapshot=true", token: token) { liveQuery in
+                try await withEventStream(port: port, "/v1/events?collections=tasks&id=task-a2", token: token) { one in
+                    try await liveQuery.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
+                    #expect(documentEvents(await liveQuery.events).map { $0.json["id"] } == ["task-a1", "task-b1"])
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"done":true}"#)   // leaves
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"listId":"inbox"}"#)  // enters
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-b1", token: token, body: #"{"text":"edited"}"#)  // stays
+                    _ = try await h.request(.patch, "/v1/collections/typed/typed1", token: token, body: #"{"x":1}"#)  // other collection
+                    try await liveQuery.wait("three live query events") { documentEvents($0).count >= 5 }
+                    let live = Array(documentEvents(await liveQuery.events).dropFirst(2))
+                    #expect(live.map(\.event) == ["removed", "added", "changed"])
+                    #expect(live.map { $0.json["id"] } == ["task-a1", "task-a2", "task-b1"])
+                    #expect(live[1].json["fields"]?["listId"] == "inbox", "an entering document comes whole")
+                    try await one.wait("the one document") { documentEvents($0).count >= 1 }
+                    try await Task.sleep(for: .milliseconds(200))
+                    #expect(documentEvents(await one.events).map { $0.json["id"] } == ["task-a2"])
+                }
+            }
+            expectError(try await h.request(.get, "/v1/events?selector=%7B%7D", token: token), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/events?collections=a,b&id=x", token: token), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/events", token: token, headers: [.init("Last-Event-ID")!: "soon"]), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/events"), .unauthorized, "no-session")
+        }
+    }
+
+    @Test func aStreamCanHoldItsOwnSubscription() async throws {
+        // A consumer that went away is noticed at the next write: the heartbeat bounds that.
+        try await BridgeHarness.run(configure: { $0.heartbeatInterval = .milliseconds(200) }) { h in
+            let (token, _) = try await h.session()
+            let port = try #require(h.client.port)
+            try await withEventStream(port: port, "/v1/events?subscribe=ticker&params=\(urlEncoded("[40,4]"))", token: token) { stream in
+                try await stream.wait("four ticks") { events in events.filter { $0.event == "changed" }.count >= 4 }
+                let ticks = await stream.events.filter { $0.event == "changed" }.compactMap { $0.json["fields"]?["n"]?.intValue }
+                #expect(ticks == [1, 2, 3, 4])
+                #expect(try await h.request(.get, "/v1/subscriptions", token: token).json.arrayValue?.count == 1)
+            }
+            // Closing the stream releases its subscription (after the linger).
+            var remaining = 1
+            for _ in 0..<50 where remaining > 0 {
+                try await Task.sleep(for: .milliseconds(100))
+                remaining = try await h.request(.get, "/v1/subscriptions", token: token).json.arrayValue?.count ?? -1
+            }
+            #expect(remaining == 0)
+            expectError(try await h.request(.get, "/v1/events?subscribe=nope", token: token), .notFound, 404)
+        }
+    }
+
+    @Test func resumeReplaysWhatWasMissedOrResets() async throws {
+        try await BridgeHarness.run(configure: { $0.eventLogSize = 8 }) { h in
+            let (token, _) = try await h.session()
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+            let port = try #require(h.client.port)
+            let last = try await withEventStream(port: port, "/v1/events?collections=tasks", token: token) { stream in
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":1}"#)
+                try await stream.wait("a change") { documentEvents($0).count >= 1 }
+                return try #require(await stream.events.last?.id)
+            }
+            _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":2}"#)
+            _ = try await h.request(.patch, "/v1/collections/tasks/task-b1", token: token, body: #"{"n":3}"#)
+            try await withEventStream(port: port, "/v1/events?collections=tasks", token: token, headers: [("Last-Event-ID", last)]) { stream in
+                try await stream.wait("the two missed changes") { documentEvents($0).count >= 2 }
+                let missed = documentEvents(await stream.events)
+                #expect(missed.map { $0.json["fields"]?["n"] } == [2, 3])
+                #expect(!(await stream.events).contains { $0.event == "reset" })
+            }
+            // Too far behind for the log: reset, then a snapshot of the current state.
+            for n in 4..<16 { _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"n":\#(n)}"#) }
+            try await withEventStream(port: port, "/v1/events?collections=tasks&lastEventId=\(last)", token: token) { stream in
+                try await stream.wait("reset and snapshot") { $0.contains { $0.event == "snapshot" } }
+                let events = await stream.events
+                #expect(events.first?.event == "reset")
+                #expect(events.filter { $0.event == "added" }.count == 3)
+                #expect(events.first { $0.json["id"] == "task-a2" }?.json["fields"]?["n"] == 15)
+            }
+        }
+    }
+
+    @Test func heartbeatsKeepIdleStreamsAlive() async throws {
+        try await BridgeHarness.run(configure: { $0.heartbeatInterval = .milliseconds(150) }) { h in
+            let (token, _) = try await h.session()
+            try await withEventStream(port: try #require(h.client.port), "/v1/events", token: token) { stream in
+                try await Task.sleep(for: .milliseconds(800))
+                #expect(await stream.comments >= 3)
+                #expect(await stream.violations.isEmpty)
+            }
+        }
+    }
+
+    @Test func aConsumerThatStopsReadingIsCutOffWithAReason() async throws {
+        try await BridgeHarness.run(configure: { $0.streamBufferLimit = 64 << 10 }) { h in
+            let (token, _) = try await h.session()
+            let port = try #require(h.client.port)
+            try await withEventStream(port: port, "/v1/events", token: token) { stream in
+                try await stream.waitUntilOpen()
+                await stream.pause()
+                // Far more than the socket buffers and the stream's 64 KiB bound hold.
+                let sub = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[60000],"timeout":60000}"#)
+                #expect(sub.status == .created)
+                await stream.resume()
+                try await stream.waitUntilFinished()
+                let last = try #require(await stream.events.last)
+                #expect(last.event == "error")
+                #expect(last.json["error"] == "slow-consumer")
+                #expect(await stream.events.filter { $0.event == "added" }.count < 60_000, "the backlog was dropped, not kept")
+            }
+            // The session itself is fine and a new stream can catch up.
+            #expect(try await h.request(.get, "/v1/collections/bulk?limit=0", token: token)["count"] == 60_000)
+        }
+    }
+
+    @Test func reconnectsUpstreamAreQuiet() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"[{"name":"tasks"},{"name":"myTasks"}]"#)
+            let port = try #require(h.client.port)
+            let upstreamPort = try #require(await h.upstream.port)
+            try await withEventStream(port: port, "/v1/events", token: token) { stream in
+                // Down and back with nothing changed: connection events only.
+                await h.upstream.stop()
+                try await stream.wait("disconnected") { $0.contains { $0.event == "connection" && $0.json["state"] == "reconnecting" } }
+                try await h.upstream.start(port: upstreamPort)
+                try await stream.wait("connected again") { $0.filter { $0.event == "connection" && $0.json["state"] == "connected" }.count >= 1 }
+                _ = try await h.request(.post, "/v1/methods/echo", token: token)
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(documentEvents(await stream.events).isEmpty, "a reconnect that changed nothing emits no document events")
+
+                // Down, changed while down, back: only the net difference.
+                await h.upstream.stop()
+                try await stream.wait("disconnected again") { $0.filter { $0.event == "connection" && $0.json["state"] == "reconnecting" }.count >= 2 }
+                try await h.upstream.core.update("tasks", ["_id": "task-a1"], ["$set": ["done": true]])
+                try await h.upstream.core.remove("tasks", ["_id": "task-b1"])
+                try await h.upstream.start(port: upstreamPort)
+                try await stream.wait("the net difference") { documentEvents($0).count >= 2 }
+                try await Task.sleep(for: .milliseconds(300))
+                let changes = documentEvents(await stream.events)
+                #expect(changes.map(\.event) == ["removed", "changed"])
+                #expect(changes.map { $0.json["id"] } == ["task-b1", "task-a1"])
+                #expect(changes[1].json["fields"] == ["done": true])
+            }
+        }
+    }
+
+    @Test func streamsOfManySessionsShareTheirSessionsConnection() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let (alice, _) = try await h.session()
+            let (bob, _) = try await h.session()
+            for token in [alice, bob] { _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#) }
+            try await withEventStream(port: port, "/v1/events?collections=tasks", token: alice) { a1 in
+                try await withEventStream(port: port, "/v1/events", token: alice) { a2 in
+                    try await withEventStream(port: port, "/v1/events?collections=tasks", token: bob) { b1 in
+                        for stream in [a1, a2, b1] { try await stream.waitUntilOpen() }
+                        #expect(await h.upstream.core.connectionCount == 2, "one upstream connection per session")
+                        _ = try await h.request(.patch, "/v1/collections/tasks/task-b1", token: bob, body: #"{"seen":true}"#)
+                        for stream in [a1, a2, b1] {
+                            try await stream.wait("the change") { documentEvents($0).contains { $0.json["id"] == "task-b1" } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func endingTheSessionTellsItsStreams() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            try await withEventStream(port: try #require(h.client.port), "/v1/events", token: token) { stream in
+                try await stream.waitUntilOpen()
+                #expect(try await h.request(.delete, "/v1/session", token: token).status == .noContent)
+                try await stream.waitUntilFinished()
+                let text = await stream.bodyText
+                #expect(await stream.events.last?.json["error"] == "session-ended", "\(text)")
+            }
+        }
+    }
+}

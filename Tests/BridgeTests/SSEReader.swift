@@ -1,0 +1,161 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+
+/// One event as read off the wire.
+struct SSEEvent: Sendable, Equatable {
+    var id: String?
+    var event: String
+    var data: String
+    var json: DDP.EJSON { (try? DDP.EJSONParser.parse(data)) ?? .null }
+}
+
+import DDP
+
+/// A strict Server-Sent Events reader over a plain HTTP/1.1 connection: every line must be a
+/// known field (`id`, `event`, `data`, `retry`) or a comment; anything else is a violation.
+actor SSEReader {
+    private(set) var status: Int?
+    private(set) var contentType: String?
+    private(set) var events: [SSEEvent] = []
+    private(set) var comments = 0
+    private(set) var retry: Int?
+    private(set) var violations: [String] = []
+    private(set) var finished = false
+    private(set) var bodyText = ""
+    private var pending: [UInt8] = []
+    private var paused = false
+
+    func head(_ head: HTTPResponseHead) {
+        status = Int(head.status.code)
+        contentType = head.headers.first(name: "content-type")
+    }
+
+    func body(_ bytes: [UInt8]) {
+        bodyText += String(decoding: bytes, as: UTF8.self)
+        pending += bytes
+        while let end = Self.blockEnd(pending) {
+            let block = String(decoding: pending[..<end], as: UTF8.self)
+            pending.removeFirst(end + 2)
+            parse(block)
+        }
+    }
+
+    func finish() { finished = true }
+    func pause() { paused = true }
+    func resume() { paused = false }
+    var isPaused: Bool { paused }
+
+    private static func blockEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 2 else { return nil }
+        for i in 0..<(bytes.count - 1) where bytes[i] == 0x0A && bytes[i + 1] == 0x0A { return i }
+        return nil
+    }
+
+    private func parse(_ block: String) {
+        var event = SSEEvent(id: nil, event: "message", data: "")
+        var dataLines: [String] = []
+        var isComment = true
+        for line in block.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix(":") { continue }
+            isComment = false
+            guard let colon = line.firstIndex(of: ":") else {
+                violations.append("a line without a field: \(line)")
+                continue
+            }
+            let field = String(line[..<colon])
+            var value = line[line.index(after: colon)...]
+            if value.hasPrefix(" ") { value = value.dropFirst() }
+            switch field {
+            case "id": event.id = String(value)
+            case "event": event.event = String(value)
+            case "data": dataLines.append(String(value))
+            case "retry": retry = Int(value)
+            default: violations.append("unknown field '\(field)'")
+            }
+        }
+        if isComment {
+            comments += 1
+            return
+        }
+        if dataLines.isEmpty {
+            if retry == nil || event.id != nil { violations.append("an event without data: \(block)") }
+            return
+        }
+        event.data = dataLines.joined(separator: "\n")
+        events.append(event)
+    }
+
+    /// Waits (bounded) until `condition` holds for the events read so far.
+    func wait(_ what: String, timeout: Duration = .seconds(10), until condition: ([SSEEvent]) -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !condition(events) {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("\(what): not seen within \(timeout); events: \(events.map { "\($0.event) \($0.data)" })")
+                throw CancellationError()
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Waits until the response head has arrived (the stream is registered with its session).
+    func waitUntilOpen(timeout: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while status == nil || (status == 200 && retry == nil) {
+            guard ContinuousClock.now < deadline, !finished else {
+                Issue.record("the stream did not open")
+                throw CancellationError()
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    func waitUntilFinished(timeout: Duration = .seconds(20)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !finished {
+            guard ContinuousClock.now < deadline else { throw CancellationError() }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
+/// Opens `GET path` on the bridge and reads it as an event stream for the duration of `body`.
+func withEventStream<T: Sendable>(
+    port: Int, _ path: String, token: String?, headers: [(String, String)] = [],
+    _ body: @Sendable (SSEReader) async throws -> T
+) async throws -> T {
+    let reader = SSEReader()
+    let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+            }
+        }
+    var requestHeaders = HTTPHeaders([("Host", "127.0.0.1"), ("Accept", "text/event-stream")] + headers)
+    if let token { requestHeaders.add(name: "Authorization", value: "Bearer \(token)") }
+    let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: requestHeaders)
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            try? await channel.executeThenClose { inbound, outbound in
+                try await outbound.write(.head(head))
+                try await outbound.write(.end(nil))
+                for try await part in inbound {
+                    while await reader.isPaused { try await Task.sleep(for: .milliseconds(20)) }
+                    switch part {
+                    case .head(let head): await reader.head(head)
+                    case .body(let buffer): await reader.body(Array(buffer.readableBytesView))
+                    case .end: return
+                    }
+                }
+            }
+            await reader.finish()
+            return nil
+        }
+        let result = try await body(reader)
+        group.cancelAll()
+        return result
+    }
+}
