@@ -26,7 +26,23 @@ done
 token=$(curl -sf -X POST "$url/v1/sessions" -d '{"username":"alice","password":"secret"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 curl -sf -X POST "$url/v1/subscriptions" -H "Authorization: Bearer $token" -d '[{"name":"tasks"},{"name":"typed"},{"name":"bulk","params":[20]}]' >/dev/null
 
-# DELETE /v1/session would end the session the run authenticates with; its behaviour is
-# covered by Tests/BridgeTests. Bounded: 30 examples per operation, 10 s per request.
+# DELETE /v1/session would end the session the run authenticates with, and GET /v1/events
+# streams without end (its bodies are not JSON to check); both are covered by Tests/BridgeTests
+# and the curl check below. Bounded: 30 examples per operation, 10 s per request.
 "$venv/bin/schemathesis" run openapi.yaml --url "$url" -H "Authorization: Bearer $token" \
-    --max-examples 30 --request-timeout 10 --generation-deterministic --exclude-operation-id deleteSession
+    --max-examples 30 --request-timeout 10 --generation-deterministic \
+    --exclude-operation-id deleteSession --exclude-operation-id events
+
+# End to end with curl -N: a stream that holds a ticker subscription sees its five changes.
+stream=$(curl -sN --max-time 4 "$url/v1/events?subscribe=ticker&params=%5B20,5%5D" -H "Authorization: Bearer $token" || true)
+changes=$(printf '%s\n' "$stream" | grep -c '^event: changed' || true)
+if [ "$changes" -lt 5 ] || ! printf '%s\n' "$stream" | grep -q '^retry: '; then
+    echo "curl -N: expected a retry hint and 5 changed events, got:"; printf '%s\n' "$stream"; exit 1
+fi
+echo "curl -N: $changes changed events received"
+
+# The README's Python consumer, against the same stream: snapshot, marker, ticks.
+fresh=$(curl -sf -X POST "$url/v1/sessions" -d '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+python3 examples/sse_consumer.py "$url" "$fresh" --subscribe ticker --params '[20,3]' --max-events 5 >"$log.py"
+grep -q ' snapshot ' "$log.py" && [ "$(grep -c ' changed ' "$log.py")" -ge 3 ] || { echo "the Python consumer failed:"; cat "$log.py"; exit 1; }
+echo "examples/sse_consumer.py: $(grep -c ' changed ' "$log.py") changes applied"; rm -f "$log.py"
