@@ -59,9 +59,9 @@ public enum DemoDataSet {
     }
 
     /// `ticker [rate per second, count]`: `ticks`/`t1` is added as `{n: 0, rate, count}`, then its
-    /// `n` changes `count` times at `rate` (count 0: until unsubscribed).
+    /// `n` changes `count` times at `rate` (count 0: until unsubscribed; at most 100,000 per second).
     static let ticker = Publication { run in
-        let rate = max(run.params.first?.numberValue ?? 10, 0.001)
+        let rate = min(max(run.params.first?.numberValue ?? 10, 0.001), 100_000)
         let count = max(run.params.dropFirst().first?.intValue ?? 10, 0)
         run.added("ticks", "t1", ["n": 0, "rate": .number(rate), "count": .int(count)])
         run.ready()
@@ -85,9 +85,9 @@ public enum DemoDataSet {
         }
     }
 
-    /// `bulk [n]`: `n` documents `b1`…`bn` in `bulk`, with a number, a group and some text.
+    /// `bulk [n]`: `n` documents (at most 200,000) `b1`…`bn` in `bulk`, with a number, a group and some text.
     static let bulk = Publication { run in
-        let count = min(max(run.params.first?.intValue ?? 100, 0), 1_000_000)
+        let count = min(max(run.params.first?.intValue ?? 100, 0), 200_000)
         for i in stride(from: 1, through: count, by: 1) {
             run.added("bulk", "b\(i)", ["i": .int(i), "group": .string("g\(i % 10)"), "text": .string("document number \(i)"), "done": .bool(i % 2 == 0)])
         }
