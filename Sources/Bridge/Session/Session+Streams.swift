@@ -37,7 +37,7 @@ extension Session {
                 case .live:
                     break
                 case .snapshot:
-                    frames = Self.snapshot(matching, id: lastID)
+                    frames = Self.snapshot(matching, id: lastID, reason: "A snapshot follows")
                 case .resume(let after):
                     if stream.filter.selector == nil, let missed = state.hub.log.events(after: after) {
                         for event in missed {
@@ -47,7 +47,7 @@ extension Session {
                     } else {
                         let reason = stream.filter.selector == nil
                             ? "Event \(after) is no longer in this session's log" : "A live query restarts from a snapshot"
-                        frames = [SSEFrame.encode(id: lastID, event: "reset", data: ["reason": .string(reason)])] + Self.snapshot(matching, id: lastID)
+                        frames = Self.snapshot(matching, id: lastID, reason: reason)
                     }
                 }
                 stream.enqueue(frames)
@@ -81,10 +81,14 @@ extension Session {
         return out
     }
 
-    /// `added` for each document, then the `snapshot` marker, all with the log position they reflect.
-    static func snapshot(_ documents: [(collection: String, id: String, document: EJSONObject)], id: UInt64) -> [[UInt8]] {
-        var frames = documents.map { doc in
-            SessionEvent.document(.added(collection: doc.collection, id: doc.id, fields: doc.document), document: doc.document, id: id).frame
+    /// `reset`, `added` for each document, then the `snapshot` marker. Only the marker carries an
+    /// id (the log position the snapshot reflects): a consumer that drops halfway through has not
+    /// moved its `Last-Event-ID`, so it gets the reset and the whole snapshot again.
+    static func snapshot(_ documents: [(collection: String, id: String, document: EJSONObject)], id: UInt64, reason: String) -> [[UInt8]] {
+        var frames = [SSEFrame.encode(id: nil, event: "reset", data: ["reason": .string(reason)])]
+        for doc in documents {
+            let event = SessionEvent.document(.added(collection: doc.collection, id: doc.id, fields: doc.document), document: doc.document, id: id)
+            frames.append(SSEFrame.encode(id: nil, event: event.kind.rawValue, data: event.payload))
         }
         frames.append(SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)]))
         return frames
