@@ -14,13 +14,14 @@ public enum BridgeApplication {
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> (application: Application<RouterResponder<BridgeRequestContext>>, registry: SessionRegistry) {
         let registry = SessionRegistry(configuration: configuration, logger: logger)
+        let probe = ReadinessProbe(configuration: configuration, logger: logger)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
-        let routes = BridgeRoutes(registry: registry)
+        let routes = BridgeRoutes(registry: registry, probe: probe)
         router.middlewares.add(ErrorShapeMiddleware())
         router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
         routes.register(on: router)
         let application = Application(
-            router: router, configuration: http, services: [registry], onServerRunning: onServerRunning, logger: logger)
+            router: router, configuration: http, services: [registry, probe], onServerRunning: onServerRunning, logger: logger)
         return (application, registry)
     }
 }

@@ -7,11 +7,12 @@ struct DDPBridgeCommand: AsyncParsableCommand {
         commandName: "ddp-bridge",
         abstract: "Expose a Meteor application's DDP data as REST and Server-Sent Events.",
         discussion: """
-            Status: sessions and REST work (demo mode serves them); Server-Sent Events, metrics
-            and the web console are not built yet.
+            `ddp-bridge serve --upstream ws://meteor:3000/websocket` serves REST and Server-Sent
+            Events for that Meteor app; `ddp-bridge demo` runs it on an embedded demo DDP server.
+            Not built yet: /metrics and the web console.
             """,
         version: BridgeApplication.version,
-        subcommands: [DemoCommand.self, WatchCommand.self],
-        defaultSubcommand: DemoCommand.self
+        subcommands: [ServeCommand.self, DemoCommand.self, WatchCommand.self],
+        defaultSubcommand: ServeCommand.self
     )
 }

@@ -30,7 +30,7 @@ struct BridgeHarness: Sendable {
         try await DemoDataSet.seed(upstream.core)
         try await upstream.start()
         var configuration = BridgeConfiguration(upstream: await upstream.url)
-        configuration.connectTimeout = .seconds(3)
+        configuration.connectTimeout = .seconds(10)
         configuration.subscriptionLinger = .milliseconds(200)
         configuration.loginRateLimit = (100, .seconds(10))
         configuration.ddp.reconnect = ReconnectPolicy(initialDelay: .milliseconds(50), multiplier: 2, maxDelay: .milliseconds(300))

@@ -173,8 +173,21 @@ import Testing
         try await BridgeHarness.run(configure: { $0.connectTimeout = .milliseconds(300) }) { h in
             let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
             _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"myTasks"}"#)
+            var ready = try await h.request(.get, "/readyz")
+            for _ in 0..<50 where ready.status != .ok {
+                try await Task.sleep(for: .milliseconds(50))
+                ready = try await h.request(.get, "/readyz")
+            }
+            #expect(ready.status == .ok && ready["upstream"]?["state"] == "connected")
             let port = try #require(await h.upstream.port)
             await h.upstream.stop()
+            var notReady = try await h.request(.get, "/readyz")
+            for _ in 0..<50 where notReady.status == .ok {
+                try await Task.sleep(for: .milliseconds(50))
+                notReady = try await h.request(.get, "/readyz")
+            }
+            expectError(notReady, .serviceUnavailable, "upstream-unavailable")
+            #expect(Int(notReady.headers[.retryAfter] ?? "") ?? 0 >= 1)
             try await Task.sleep(for: .milliseconds(100))
             let down = try await h.request(.post, "/v1/methods/whoami", token: token)
             expectError(down, .serviceUnavailable, "upstream-unavailable")
@@ -191,6 +204,12 @@ import Testing
             }
             #expect(whoami.status == .ok)
             #expect(whoami["result"]?.stringValue?.count == 17, "the session resumed its login")
+            var readyAgain = try await h.request(.get, "/readyz")
+            for _ in 0..<50 where readyAgain.status != .ok {
+                try await Task.sleep(for: .milliseconds(50))
+                readyAgain = try await h.request(.get, "/readyz")
+            }
+            #expect(readyAgain.status == .ok, "/readyz follows the upstream back")
             #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 2)
         }
     }

@@ -5,6 +5,7 @@ import Hummingbird
 /// The REST surface. Each route family lives in its own extension file.
 struct BridgeRoutes: Sendable {
     let registry: SessionRegistry
+    let probe: ReadinessProbe
     var configuration: BridgeConfiguration { registry.configuration }
 
     typealias Handler = @Sendable (Request, BridgeRequestContext) async throws -> Response
@@ -13,6 +14,7 @@ struct BridgeRoutes: Sendable {
     var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] {
         [
             (.get, "/healthz", { _, _ in HTTPSupport.json(["status": "ok"]) }),
+            (.get, "/readyz", readiness),
             (.post, "/v1/sessions", createSession),
             (.get, "/v1/session", getSession),
             (.delete, "/v1/session", deleteSession),
@@ -47,6 +49,18 @@ struct BridgeRoutes: Sendable {
             let handler = route.handler
             router.on(RouterPath(route.path), method: route.method) { request, context in try await handler(request, context) }
         }
+    }
+
+    /// `GET /readyz`: 200 while the upstream is reachable, 503 (with `Retry-After`) while it is not.
+    @Sendable func readiness(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let connection = probe.connection
+        guard probe.isReady else {
+            var retry = 5
+            if case .reconnecting(_, let delay) = connection { retry = max(1, Int(delay.seconds.rounded(.up))) }
+            throw BridgeError(.serviceUnavailable, "upstream-unavailable", "The upstream Meteor server is not reachable",
+                              details: ["upstream": connection.ejson], retryAfter: retry)
+        }
+        return HTTPSupport.json(["status": "ready", "upstream": connection.ejson, "sessions": .int(registry.count)])
     }
 
     // MARK: - Sessions behind a request

@@ -28,7 +28,10 @@ struct ErrorShapeMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch {
             let bridgeError = BridgeError.from(error)
-            if bridgeError.status.code >= 500 {
+            // An unreachable or slow upstream is an expected state (503/504): a warning; anything else 5xx is an error.
+            if bridgeError.status == .serviceUnavailable || bridgeError.status == .gatewayTimeout {
+                context.logger.warning("request failed", metadata: ["status": "\(bridgeError.status.code)", "error": "\(bridgeError.reason)"])
+            } else if bridgeError.status.code >= 500 {
                 context.logger.error("request failed", metadata: ["status": "\(bridgeError.status.code)", "error": "\(bridgeError.reason)"])
             }
             return try bridgeError.response(from: request, context: context)

@@ -88,10 +88,19 @@ public enum DemoDataSet {
     /// `bulk [n]`: `n` documents (at most 200,000) `b1`…`bn` in `bulk`, with a number, a group and some text.
     static let bulk = Publication { run in
         let count = min(max(run.params.first?.intValue ?? 100, 0), 200_000)
-        for i in stride(from: 1, through: count, by: 1) {
-            run.added("bulk", "b\(i)", ["i": .int(i), "group": .string("g\(i % 10)"), "text": .string("document number \(i)"), "done": .bool(i % 2 == 0)])
+        // Published in chunks from the subscription's task, so a large set does not hold the server for long.
+        run.run { handle in
+            for start in stride(from: 1, through: max(count, 1), by: 500) where count > 0 {
+                if Task.isCancelled { return }
+                let chunk = (start...min(start + 499, count)).map { i in
+                    ServerMessage.added(collection: "bulk", id: "b\(i)", fields: [
+                        "i": .int(i), "group": .string("g\(i % 10)"), "text": .string("document number \(i)"), "done": .bool(i % 2 == 0),
+                    ])
+                }
+                await handle.publish(chunk)
+            }
+            await handle.ready()
         }
-        run.ready()
     }
 
     /// The logged-in user's own document (Meteor's default user publication).

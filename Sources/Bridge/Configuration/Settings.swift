@@ -1,0 +1,118 @@
+public import DDPClient
+import Foundation
+
+/// Reads the bridge's settings from command-line flags and the environment, in one place:
+/// a flag wins over its `DDP_BRIDGE_…` variable, which wins over the default. A bad value
+/// fails with a message naming the setting.
+public struct Settings: Sendable {
+    public struct Invalid: Error, CustomStringConvertible, Equatable {
+        public let description: String
+    }
+
+    /// One setting: its flag name (without `--`), its environment variable, its default and what it does.
+    public struct Setting: Sendable {
+        public let flag: String
+        public let help: String
+        public let defaultValue: String?
+        public var environment: String { "DDP_BRIDGE_" + flag.uppercased().replacingOccurrences(of: "-", with: "_") }
+    }
+
+    public static let all: [Setting] = [
+        Setting(flag: "upstream", help: "The Meteor app's DDP WebSocket, e.g. ws://meteor:3000/websocket (wss:// for TLS)", defaultValue: nil),
+        Setting(flag: "host", help: "Address to listen on", defaultValue: "127.0.0.1"),
+        Setting(flag: "port", help: "Port to listen on", defaultValue: "8080"),
+        Setting(flag: "upstream-ca-file", help: "PEM file of CA certificates to trust for wss://", defaultValue: nil),
+        Setting(flag: "upstream-allow-self-signed", help: "Accept any upstream certificate (test setups only)", defaultValue: "false"),
+        Setting(flag: "upstream-compression", help: "Negotiate permessage-deflate with the upstream", defaultValue: "false"),
+        Setting(flag: "connect-timeout", help: "Seconds a new session waits for the upstream before answering 503", defaultValue: "10"),
+        Setting(flag: "request-timeout", help: "Default seconds a method call or subscription waits", defaultValue: "30"),
+        Setting(flag: "session-idle-timeout", help: "Seconds without requests or streams before a session closes", defaultValue: "900"),
+        Setting(flag: "subscription-linger", help: "Seconds an unused shared subscription is kept", defaultValue: "5"),
+        Setting(flag: "max-sessions", help: "Sessions in total", defaultValue: "10000"),
+        Setting(flag: "max-sessions-per-address", help: "Sessions per client address", defaultValue: "100"),
+        Setting(flag: "max-subscriptions-per-session", help: "Subscriptions per session", defaultValue: "100"),
+        Setting(flag: "max-streams-per-session", help: "Open event streams per session", defaultValue: "16"),
+        Setting(flag: "max-body-size", help: "Largest request body in bytes", defaultValue: "1048576"),
+        Setting(flag: "login-rate-limit", help: "Session creations and logins per client address per 10 s", defaultValue: "10"),
+        Setting(flag: "trust-forwarded-for", help: "Take the client address from X-Forwarded-For (behind a trusted proxy)", defaultValue: "false"),
+        Setting(flag: "batch-window", help: "Milliseconds over which changes are consolidated per document", defaultValue: "1"),
+        Setting(flag: "event-log-size", help: "Events a session keeps for resuming streams", defaultValue: "10000"),
+        Setting(flag: "heartbeat-interval", help: "Seconds between heartbeat comments on idle streams", defaultValue: "15"),
+        Setting(flag: "stream-buffer-limit", help: "Bytes a stream may fall behind before it is cut off", defaultValue: "1048576"),
+        Setting(flag: "log-level", help: "trace, debug, info, notice, warning, error or critical", defaultValue: "info"),
+    ]
+
+    public let host: String
+    public let port: Int
+    public let logLevel: String
+    public let configuration: BridgeConfiguration
+
+    /// Resolves every setting from `flags` (by flag name) and `environment`.
+    public init(flags: [String: String], environment: [String: String]) throws(Invalid) {
+        func value(_ flag: String) -> String? {
+            let setting = Self.all.first { $0.flag == flag }!
+            return flags[flag] ?? environment[setting.environment] ?? setting.defaultValue
+        }
+        func number(_ flag: String, minimum: Double = 0) throws(Invalid) -> Double {
+            guard let text = value(flag), let n = Double(text), n.isFinite, n >= minimum else {
+                throw Invalid(description: "--\(flag) (\(Self.all.first { $0.flag == flag }!.environment)) must be a number of at least \(minimum), got '\(value(flag) ?? "")'")
+            }
+            return n
+        }
+        func integer(_ flag: String, minimum: Int = 1) throws(Invalid) -> Int {
+            guard let text = value(flag), let n = Int(text), n >= minimum else {
+                throw Invalid(description: "--\(flag) (\(Self.all.first { $0.flag == flag }!.environment)) must be a whole number of at least \(minimum), got '\(value(flag) ?? "")'")
+            }
+            return n
+        }
+        func flag(_ name: String) throws(Invalid) -> Bool {
+            switch value(name)?.lowercased() {
+            case "true", "1", "yes", "on": return true
+            case "false", "0", "no", "off", nil: return false
+            case let other?: throw Invalid(description: "--\(name) must be true or false, got '\(other)'")
+            }
+        }
+        guard let upstream = value("upstream"), !upstream.isEmpty else {
+            throw Invalid(description: "--upstream (DDP_BRIDGE_UPSTREAM) is required: the Meteor app's ws://host:port/websocket")
+        }
+        guard let url = URL(string: upstream), ["ws", "wss"].contains(url.scheme ?? ""), url.host != nil else {
+            throw Invalid(description: "--upstream (DDP_BRIDGE_UPSTREAM) must be a ws:// or wss:// URL with a host, got '\(upstream)'")
+        }
+        if url.scheme == "wss", let host = url.host, host.allSatisfy({ $0.isNumber || $0 == "." || $0 == ":" }) {
+            throw Invalid(description: "--upstream: a wss:// URL must name a host, not an IP address (TLS sends the host name), got '\(upstream)'")
+        }
+        let caFile = value("upstream-ca-file")
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            throw Invalid(description: "--upstream-ca-file (DDP_BRIDGE_UPSTREAM_CA_FILE): cannot read '\(caFile)'")
+        }
+        let port = try integer("port", minimum: 0)
+        guard port <= 65_535 else { throw Invalid(description: "--port must be from 0 to 65535, got \(port)") }
+        let level = value("log-level") ?? "info"
+        guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
+            throw Invalid(description: "--log-level must be trace, debug, info, notice, warning, error or critical, got '\(level)'")
+        }
+        var configuration = BridgeConfiguration(upstream: upstream)
+        configuration.upstreamTLS = DDPClientOptions.TLS(caFile: caFile, allowSelfSigned: try flag("upstream-allow-self-signed"))
+        configuration.upstreamCompression = try flag("upstream-compression")
+        configuration.connectTimeout = .milliseconds(Int64(try number("connect-timeout", minimum: 0.1) * 1000))
+        configuration.requestTimeout = .milliseconds(Int64(try number("request-timeout", minimum: 0.1) * 1000))
+        configuration.sessionIdleTimeout = .milliseconds(Int64(try number("session-idle-timeout", minimum: 1) * 1000))
+        configuration.subscriptionLinger = .milliseconds(Int64(try number("subscription-linger") * 1000))
+        configuration.maxSessions = try integer("max-sessions")
+        configuration.maxSessionsPerAddress = try integer("max-sessions-per-address")
+        configuration.maxSubscriptionsPerSession = try integer("max-subscriptions-per-session")
+        configuration.maxStreamsPerSession = try integer("max-streams-per-session")
+        configuration.maxBodySize = try integer("max-body-size", minimum: 64)
+        configuration.loginRateLimit = (try integer("login-rate-limit"), .seconds(10))
+        configuration.trustForwardedFor = try flag("trust-forwarded-for")
+        configuration.batchWindow = .microseconds(Int64(try number("batch-window") * 1000))
+        configuration.eventLogSize = try integer("event-log-size")
+        configuration.heartbeatInterval = .milliseconds(Int64(try number("heartbeat-interval", minimum: 0.1) * 1000))
+        configuration.streamBufferLimit = try integer("stream-buffer-limit", minimum: 1024)
+        if configuration.requestTimeout > configuration.maxRequestTimeout { configuration.maxRequestTimeout = configuration.requestTimeout }
+        self.host = value("host") ?? "127.0.0.1"
+        self.port = port
+        self.logLevel = level
+        self.configuration = configuration
+    }
+}

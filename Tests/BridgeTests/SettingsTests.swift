@@ -1,0 +1,57 @@
+import Bridge
+import Foundation
+import Testing
+
+@Suite struct SettingsTests {
+    let upstream = ["upstream": "ws://meteor:3000/websocket"]
+
+    @Test func defaultsAreProductionDefaults() throws {
+        let settings = try Settings(flags: upstream, environment: [:])
+        #expect(settings.host == "127.0.0.1" && settings.port == 8080 && settings.logLevel == "info")
+        #expect(settings.configuration.upstream == "ws://meteor:3000/websocket")
+        #expect(settings.configuration.sessionIdleTimeout == .seconds(900))
+        #expect(settings.configuration.loginRateLimit.calls == 10)
+        #expect(settings.configuration.heartbeatInterval == .seconds(15))
+        #expect(settings.configuration.batchWindow == .milliseconds(1))
+    }
+
+    @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheDefault() throws {
+        let environment = ["DDP_BRIDGE_UPSTREAM": "ws://env:3000/websocket", "DDP_BRIDGE_PORT": "9000", "DDP_BRIDGE_HOST": "0.0.0.0",
+                           "DDP_BRIDGE_MAX_SESSIONS": "5", "DDP_BRIDGE_UPSTREAM_COMPRESSION": "true"]
+        let fromEnvironment = try Settings(flags: [:], environment: environment)
+        #expect(fromEnvironment.configuration.upstream == "ws://env:3000/websocket")
+        #expect(fromEnvironment.port == 9000 && fromEnvironment.host == "0.0.0.0")
+        #expect(fromEnvironment.configuration.maxSessions == 5 && fromEnvironment.configuration.upstreamCompression)
+        let flagged = try Settings(flags: ["upstream": "wss://flag.example/websocket", "port": "7000"], environment: environment)
+        #expect(flagged.configuration.upstream == "wss://flag.example/websocket")
+        #expect(flagged.port == 7000 && flagged.host == "0.0.0.0")
+    }
+
+    @Test(arguments: [
+        ([:], "--upstream (DDP_BRIDGE_UPSTREAM) is required"),
+        (["upstream": "http://meteor:3000"], "--upstream (DDP_BRIDGE_UPSTREAM) must be a ws:// or wss:// URL"),
+        (["upstream": "wss://10.0.0.5/websocket"], "--upstream: a wss:// URL must name a host, not an IP address"),
+        (["upstream": "ws://m/websocket", "port": "70000"], "--port must be from 0 to 65535"),
+        (["upstream": "ws://m/websocket", "max-sessions": "none"], "--max-sessions (DDP_BRIDGE_MAX_SESSIONS) must be a whole number"),
+        (["upstream": "ws://m/websocket", "request-timeout": "-1"], "--request-timeout (DDP_BRIDGE_REQUEST_TIMEOUT) must be a number"),
+        (["upstream": "ws://m/websocket", "trust-forwarded-for": "perhaps"], "--trust-forwarded-for must be true or false"),
+        (["upstream": "ws://m/websocket", "log-level": "loud"], "--log-level must be"),
+        (["upstream": "wss://m/websocket", "upstream-ca-file": "/nonexistent/ca.pem"], "--upstream-ca-file (DDP_BRIDGE_UPSTREAM_CA_FILE): cannot read"),
+    ])
+    func badSettingsFailNamingTheSetting(flags: [String: String], message: String) {
+        do {
+            _ = try Settings(flags: flags, environment: [:])
+            Issue.record("\(flags) must be refused")
+        } catch {
+            #expect(error.description.hasPrefix(message), "\(error.description)")
+        }
+    }
+
+    @Test func everySettingHasAFlagAnEnvironmentVariableAndHelp() {
+        let flags = Settings.all.map(\.flag)
+        #expect(Set(flags).count == flags.count)
+        for setting in Settings.all {
+            #expect(setting.environment.hasPrefix("DDP_BRIDGE_") && !setting.help.isEmpty)
+        }
+    }
+}
