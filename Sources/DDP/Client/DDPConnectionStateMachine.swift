@@ -398,15 +398,6 @@ public struct DDPConnectionStateMachine: Sendable {
         return actions + checkQuiescence()
     }
 
-    /// Forgets the login state without a server call (the owner dropped the user's token).
-    public mutating func forgetLogin() -> [Action] {
-        guard userID != nil || loginToken != nil else { return [] }
-        userID = nil
-        loginToken = nil
-        tokenExpires = nil
-        return [.userChanged(userId: nil)]
-    }
-
     // MARK: - Internals
 
     private mutating func makeMethodID() -> String {
