@@ -17,6 +17,7 @@ public enum BridgeApplication {
         let probe = ReadinessProbe(configuration: configuration, logger: logger)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
         let routes = BridgeRoutes(registry: registry, probe: probe)
+        router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         router.middlewares.add(ErrorShapeMiddleware())
         router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
         routes.register(on: router)

@@ -1,4 +1,5 @@
 public import DDP
+import CoreMetrics
 
 /// What a stream delivers: some collections, one document, or a live query over one collection.
 public struct StreamFilter: Sendable {
@@ -36,6 +37,7 @@ final class EventStream: Sendable {
     struct State: Sendable {
         var frames: [[UInt8]] = []
         var bytes = 0
+        var dropped = 0
         /// The last frame to write before closing (overflow, session ended).
         var ending: [UInt8]?
         /// Live queries: ids of the documents currently inside the selector.
@@ -44,13 +46,15 @@ final class EventStream: Sendable {
 
     let filter: StreamFilter
     let limit: Int
+    let metrics: BridgeMetrics?
     private let state: LockedState<State>
     private let bell: AsyncStream<Void>.Continuation
     let rings: AsyncStream<Void>
 
-    init(filter: StreamFilter, limit: Int) {
+    init(filter: StreamFilter, limit: Int, metrics: BridgeMetrics? = nil) {
         self.filter = filter
         self.limit = limit
+        self.metrics = metrics
         self.state = LockedState(State())
         (rings, bell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -91,12 +95,16 @@ final class EventStream: Sendable {
     /// Adds frames; past the limit the buffer is dropped and the stream ends with a reason.
     func enqueue(_ frames: [[UInt8]]) {
         let rang = state.withLock { state -> Bool in
-            guard state.ending == nil else { return false }
+            guard state.ending == nil else {
+                state.dropped += frames.count
+                return false
+            }
             for frame in frames {
                 state.frames.append(frame)
                 state.bytes += frame.count
             }
             if state.bytes > limit {
+                state.dropped += state.frames.count
                 state.frames = []
                 state.bytes = 0
                 state.ending = SSEFrame.encode(id: nil, event: "error", data: [
@@ -119,13 +127,18 @@ final class EventStream: Sendable {
 
     /// What the writer sends next: the buffered frames, and the ending if the stream is over.
     func take() -> (bytes: [UInt8], ending: [UInt8]?) {
-        state.withLock { state in
+        let (out, ending, delivered, dropped) = state.withLock { state in
             var out: [UInt8] = []
             out.reserveCapacity(state.bytes)
             for frame in state.frames { out.append(contentsOf: frame) }
+            let counts = (state.frames.count, state.dropped)
             state.frames = []
             state.bytes = 0
-            return (out, state.ending)
+            state.dropped = 0
+            return (out, state.ending, counts.0, counts.1)
         }
+        if delivered > 0 { metrics?.eventsDelivered.increment(by: delivered) }
+        if dropped > 0 { metrics?.eventsDropped.increment(by: dropped) }
+        return (out, ending)
     }
 }

@@ -33,7 +33,7 @@ extension BridgeRoutes {
             subscription = try await session.subscribe(owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout)
         }
         let ownedID = subscription?.id
-        let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit)
+        let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit, metrics: registry.metrics)
         do {
             try await session.attach(stream, start: start)
         } catch {

@@ -1,3 +1,4 @@
+import CoreMetrics
 import DDP
 import DDPClient
 import Hummingbird
@@ -25,6 +26,8 @@ extension BridgeRoutes {
         let atMostOnce = try HTTPSupport.flag(request, "atMostOnce") ?? false
         let session = try await session(request, context)
         try await session.waitUntilConnected(timeout: min(timeout, configuration.connectTimeout))
+        let started = ContinuousClock.now
+        defer { registry.metrics.methodDuration.recordNanoseconds(Int64((ContinuousClock.now - started).seconds * 1e9)) }
         let result = try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
         return HTTPSupport.json(["result": result ?? .null])
     }

@@ -1,6 +1,7 @@
 import DDP
 import HTTPTypes
 import Hummingbird
+import NIOCore
 
 /// The REST surface. Each route family lives in its own extension file.
 struct BridgeRoutes: Sendable {
@@ -15,6 +16,10 @@ struct BridgeRoutes: Sendable {
         [
             (.get, "/healthz", { _, _ in HTTPSupport.json(["status": "ok"]) }),
             (.get, "/readyz", readiness),
+            (.get, "/metrics", { _, _ in
+                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                         body: .init(byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe))))
+            }),
             (.post, "/v1/sessions", createSession),
             (.get, "/v1/session", getSession),
             (.delete, "/v1/session", deleteSession),

@@ -1,5 +1,6 @@
 public import DDP
 public import DDPClient
+import CoreMetrics
 import Foundation
 import HTTPTypes
 public import Logging
@@ -37,7 +38,9 @@ public final class Session: Sendable {
     private let flushBell: AsyncStream<Void>.Continuation
     private let flushRings: AsyncStream<Void>
 
-    init(tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger) {
+    let metrics: BridgeMetrics
+
+    init(tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics) {
         let id = String(MeteorRandom.id().prefix(8))
         var logger = logger
         logger[metadataKey: "ddp.session"] = .string(id)
@@ -47,6 +50,7 @@ public final class Session: Sendable {
         self.meteorKey = meteorKey
         self.configuration = configuration
         self.logger = logger
+        self.metrics = metrics
         let state = LockedState(State(hub: EventHub(window: configuration.batchWindow, logCapacity: configuration.eventLogSize)))
         self.state = state
         let (flushRings, flushBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -57,6 +61,7 @@ public final class Session: Sendable {
             compression: configuration.upstreamCompression)
         options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress
         self.client = DDPClient(options: options, logger: logger) { event in
+            if case .stateChanged(.reconnecting) = event { metrics.reconnects.increment() }
             Session.handle(event, in: state, bell: flushBell)
         }
     }
@@ -124,6 +129,7 @@ public final class Session: Sendable {
     }
 
     public var connection: ConnectionState { state.withLock { $0.connection } }
+    var openStreamCount: Int { state.withLock { $0.streams.count } }
     public var userID: String? { state.withLock { $0.userID } }
 
     /// Waits until the upstream connection is up, or answers 503.

@@ -23,19 +23,23 @@ public final class SessionRegistry: Service, Sendable {
 
     let configuration: BridgeConfiguration
     let logger: Logger
+    let metrics: BridgeMetrics
     private let state: LockedState<State>
     private let started: AsyncStream<Session>
     private let starter: AsyncStream<Session>.Continuation
     static let endedMemory = 10_000
 
-    public init(configuration: BridgeConfiguration, logger: Logger) {
+    public init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics = BridgeMetrics()) {
         self.configuration = configuration
         self.logger = logger
+        self.metrics = metrics
         self.state = LockedState(State(logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval)))
         (started, starter) = AsyncStream<Session>.makeStream()
     }
 
     public var count: Int { state.withLock { $0.sessions.count } }
+
+    var allSessions: [Session] { state.withLock { Array($0.sessions.values) } }
 
     // MARK: - Creating and finding sessions
 
@@ -44,7 +48,8 @@ public final class SessionRegistry: Service, Sendable {
         let token = SessionToken.make()
         let hash = SessionToken.hash(token)
         let meteorKey = meteorToken.map(SessionToken.hash)
-        let session = Session(tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration, logger: logger)
+        let session = Session(tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration,
+                              logger: logger, metrics: metrics)
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.sessions.count < configuration.maxSessions else {

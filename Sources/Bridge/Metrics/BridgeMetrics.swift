@@ -1,0 +1,56 @@
+public import CoreMetrics
+import DDP
+
+public import Prometheus
+
+/// The bridge's metrics, made through swift-metrics with an injected factory (no global state)
+/// and emitted in Prometheus text format at `/metrics`. Gauges are set when scraped.
+public struct BridgeMetrics: Sendable {
+    let registry: PrometheusCollectorRegistry
+    let factory: PrometheusMetricsFactory
+    let reconnects: CoreMetrics.Counter
+    let eventsDelivered: CoreMetrics.Counter
+    let eventsDropped: CoreMetrics.Counter
+    let methodDuration: CoreMetrics.Timer
+
+    public init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(30),
+        ]
+        self.factory = factory
+        reconnects = CoreMetrics.Counter(label: "ddp_bridge_upstream_reconnects_total", factory: factory)
+        eventsDelivered = CoreMetrics.Counter(label: "ddp_bridge_sse_events_delivered_total", factory: factory)
+        eventsDropped = CoreMetrics.Counter(label: "ddp_bridge_sse_events_dropped_total", factory: factory)
+        methodDuration = CoreMetrics.Timer(label: "ddp_bridge_method_duration_seconds", factory: factory)
+    }
+
+    func countRequest(route: String, status: Int) {
+        CoreMetrics.Counter(label: "ddp_bridge_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory).increment()
+    }
+
+    /// Sets the gauges from the sessions as they are now, and returns the Prometheus text.
+    func scrape(_ registry: SessionRegistry, probe: ReadinessProbe) -> [UInt8] {
+        let sessions = registry.allSessions
+        CoreMetrics.Gauge(label: "ddp_bridge_sessions", factory: factory).record(sessions.count)
+        CoreMetrics.Gauge(label: "ddp_bridge_sse_streams", factory: factory).record(sessions.reduce(0) { $0 + $1.openStreamCount })
+        var byState: [String: Int] = ["connected": 0, "connecting": 0, "reconnecting": 0, "closed": 0]
+        for session in sessions { byState[Self.name(session.connection), default: 0] += 1 }
+        for (state, count) in byState {
+            CoreMetrics.Gauge(label: "ddp_bridge_upstream_connections", dimensions: [("state", state)], factory: factory).record(count)
+        }
+        CoreMetrics.Gauge(label: "ddp_bridge_upstream_ready", factory: factory).record(probe.isReady ? 1 : 0)
+        return self.registry.emitToBuffer()
+    }
+
+    static func name(_ state: ConnectionState) -> String {
+        switch state {
+        case .idle, .connecting: "connecting"
+        case .connected: "connected"
+        case .reconnecting: "reconnecting"
+        case .closed: "closed"
+        }
+    }
+}
