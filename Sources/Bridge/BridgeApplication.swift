@@ -18,6 +18,7 @@ public enum BridgeApplication {
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
         let routes = BridgeRoutes(registry: registry, probe: probe)
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
+        if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(ErrorShapeMiddleware())
         router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
         routes.register(on: router)

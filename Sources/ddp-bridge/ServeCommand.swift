@@ -35,6 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("event-log-size"), help: help("event-log-size")) var eventLogSize: String?
     @Option(name: .customLong("heartbeat-interval"), help: help("heartbeat-interval")) var heartbeatInterval: String?
     @Option(name: .customLong("stream-buffer-limit"), help: help("stream-buffer-limit")) var streamBufferLimit: String?
+    @Option(name: .customLong("cors-origins"), help: help("cors-origins")) var corsOrigins: String?
     @Option(name: .customLong("log-level"), help: help("log-level")) var logLevel: String?
 
     /// The help of a setting: what it does, its environment variable and its default.
@@ -67,6 +68,7 @@ struct ServeCommand: AsyncParsableCommand {
             ("event-log-size", eventLogSize),
             ("heartbeat-interval", heartbeatInterval),
             ("stream-buffer-limit", streamBufferLimit),
+            ("cors-origins", corsOrigins),
             ("log-level", logLevel),
         ]
         return Dictionary(uniqueKeysWithValues: given.compactMap { name, value in value.map { (name, $0) } })

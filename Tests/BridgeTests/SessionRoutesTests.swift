@@ -129,6 +129,21 @@ import Testing
         }
     }
 
+    @Test func corsAnswersListedOriginsOnly() async throws {
+        try await BridgeHarness.run(configure: { $0.corsOrigins = ["http://app.example"] }) { h in
+            let preflight = try await h.request(.options, "/v1/sessions", headers: [
+                .origin: "http://app.example", .accessControlRequestMethod: "POST", .accessControlRequestHeaders: "content-type",
+            ])
+            #expect(preflight.status.code < 300)
+            #expect(preflight.headers[.accessControlAllowOrigin] == "http://app.example")
+            #expect(preflight.headers[.accessControlAllowCredentials] == "true")
+            let created = try await h.request(.post, "/v1/sessions", body: "{}", headers: [.origin: "http://app.example"])
+            #expect(created.status == .created && created.headers[.accessControlAllowOrigin] == "http://app.example")
+            let other = try await h.request(.post, "/v1/sessions", body: "{}", headers: [.origin: "http://evil.example"])
+            #expect(other.headers[.accessControlAllowOrigin] == nil)
+        }
+    }
+
     @Test func theUpstreamSeesTheUsersAddress() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()

@@ -41,6 +41,8 @@ public struct BridgeConfiguration: Sendable {
     /// Bytes a stream may fall behind before it is cut off.
     public var streamBufferLimit = 1 << 20
     public var maxStreamsPerSession = 16
+    /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.
+    public var corsOrigins: [String] = []
     /// The `retry:` hint streams start with, in milliseconds.
     public var streamRetryMilliseconds = 2_000
 

@@ -39,6 +39,7 @@ public struct Settings: Sendable {
         Setting(flag: "event-log-size", help: "Events a session keeps for resuming streams", defaultValue: "10000"),
         Setting(flag: "heartbeat-interval", help: "Seconds between heartbeat comments on idle streams", defaultValue: "15"),
         Setting(flag: "stream-buffer-limit", help: "Bytes a stream may fall behind before it is cut off", defaultValue: "1048576"),
+        Setting(flag: "cors-origins", help: "Comma-separated origins allowed from browsers (* for any); none by default", defaultValue: nil),
         Setting(flag: "log-level", help: "trace, debug, info, notice, warning, error or critical", defaultValue: "info"),
     ]
 
@@ -109,6 +110,13 @@ public struct Settings: Sendable {
         configuration.eventLogSize = try integer("event-log-size")
         configuration.heartbeatInterval = .milliseconds(Int64(try number("heartbeat-interval", minimum: 0.1) * 1000))
         configuration.streamBufferLimit = try integer("stream-buffer-limit", minimum: 1024)
+        configuration.corsOrigins = (value("cors-origins") ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        for origin in configuration.corsOrigins where origin != "*" {
+            guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.path.isEmpty else {
+                throw Invalid(description: "--cors-origins (DDP_BRIDGE_CORS_ORIGINS): '\(origin)' is not an origin like https://app.example.com")
+            }
+        }
         if configuration.requestTimeout > configuration.maxRequestTimeout { configuration.maxRequestTimeout = configuration.requestTimeout }
         self.host = value("host") ?? "127.0.0.1"
         self.port = port
