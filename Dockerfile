@@ -1,19 +1,31 @@
 # syntax=docker/dockerfile:1
-# Build: a release build of ddp-bridge with the Swift 6 toolchain.
+# ddp-bridge: a release build on the Swift 6 image, run on a slim Debian as a non-root user.
+# Configure it with DDP_BRIDGE_* environment variables (see `ddp-bridge serve --help`).
+
 FROM swift:6.1-bookworm AS build
-RUN apt-get update && apt-get install -y --no-install-recommends libssl-dev zlib1g-dev pkg-config && rm -rf /var/lib/apt/lists/*
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libssl-dev zlib1g-dev pkg-config \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# Dependencies first, so they are cached while only the sources change.
 COPY Package.swift ./
+RUN swift package resolve
 COPY Sources ./Sources
 COPY Tests ./Tests
 RUN swift build -c release --product ddp-bridge --static-swift-stdlib \
-    && cp "$(swift build -c release --show-bin-path)/ddp-bridge" /ddp-bridge
+    && install -D "$(swift build -c release --show-bin-path)/ddp-bridge" /out/ddp-bridge
 
-# Runtime: a slim Debian with the shared libraries the binary links, as a non-root user.
-FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends libssl3 zlib1g ca-certificates && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --no-create-home ddp
-COPY --from=build /ddp-bridge /usr/local/bin/ddp-bridge
-USER ddp
+FROM debian:bookworm-slim AS runtime
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libssl3 zlib1g ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin ddp
+COPY --from=build /out/ddp-bridge /usr/local/bin/ddp-bridge
+USER 10001:10001
+ENV DDP_BRIDGE_HOST=0.0.0.0 \
+    DDP_BRIDGE_PORT=8080
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+    CMD curl -fsS "http://127.0.0.1:${DDP_BRIDGE_PORT}/healthz" || exit 1
 ENTRYPOINT ["/usr/local/bin/ddp-bridge"]
-CMD ["demo", "--ddp-port", "3000"]
+CMD ["serve"]

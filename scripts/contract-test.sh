@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Checks the HTTP contract: validates openapi.yaml, then runs a bounded schemathesis session
+# Checks the HTTP contract: validates openapi.yaml (and, statically, the Dockerfile), then runs a bounded schemathesis session
 # against a live bridge (demo mode: the bridge on the embedded demo DDP server, loopback only).
 # Expects the debug build to exist (scripts/test.sh builds it first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.build/pyenv
-if ! "$venv/bin/schemathesis" --version >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c "import dockerfile, schemathesis, openapi_spec_validator, yaml" >/dev/null 2>&1; then
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check schemathesis==4.32.5 openapi-spec-validator==0.9.0
+    "$venv/bin/pip" install --quiet --disable-pip-version-check schemathesis==4.32.5 openapi-spec-validator==0.9.0 dockerfile==3.4.0 pyyaml
 fi
 "$venv/bin/openapi-spec-validator" openapi.yaml
+# No Docker engine runs here: the Dockerfile and compose file are checked statically.
+"$venv/bin/python" scripts/check-docker.py
 
 log=$(mktemp)
 .build/debug/ddp-bridge demo --port 0 --ddp-port 0 --login-rate-limit 100000 >"$log" 2>&1 &
