@@ -45,6 +45,6 @@ echo "curl -N: $changes changed events received"
 
 # The README's Python consumer, against the same stream: snapshot, marker, ticks.
 fresh=$(curl -sf -X POST "$url/v1/sessions" -d '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-python3 examples/sse_consumer.py "$url" "$fresh" --subscribe ticker --params '[20,3]' --max-events 5 >"$log.py"
+python3 examples/sse_consumer.py "$url" "$fresh" --subscribe ticker --params '[20,3]' --max-events 6 >"$log.py"
 grep -q ' snapshot ' "$log.py" && [ "$(grep -c ' changed ' "$log.py")" -ge 3 ] || { echo "the Python consumer failed:"; cat "$log.py"; exit 1; }
 echo "examples/sse_consumer.py: $(grep -c ' changed ' "$log.py") changes applied"; rm -f "$log.py"
