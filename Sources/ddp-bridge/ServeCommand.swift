@@ -37,6 +37,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("stream-buffer-limit"), help: help("stream-buffer-limit")) var streamBufferLimit: String?
     @Option(name: .customLong("cors-origins"), help: help("cors-origins")) var corsOrigins: String?
     @Option(name: .customLong("log-level"), help: help("log-level")) var logLevel: String?
+    @Option(name: .customLong("log-format"), help: help("log-format")) var logFormat: String?
 
     /// The help of a setting: what it does, its environment variable and its default.
     static func help(_ flag: String) -> ArgumentHelp {
@@ -70,6 +71,7 @@ struct ServeCommand: AsyncParsableCommand {
             ("stream-buffer-limit", streamBufferLimit),
             ("cors-origins", corsOrigins),
             ("log-level", logLevel),
+            ("log-format", logFormat),
         ]
         return Dictionary(uniqueKeysWithValues: given.compactMap { name, value in value.map { (name, $0) } })
     }
@@ -80,6 +82,9 @@ struct ServeCommand: AsyncParsableCommand {
             settings = try Settings(flags: flags, environment: ProcessInfo.processInfo.environment)
         } catch {
             throw ValidationError(error.description)
+        }
+        if settings.logFormat == "json" {
+            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
         }
         let logger = try makeLogger(settings.logLevel)
         let host = settings.host

@@ -24,6 +24,7 @@ struct BridgeHarness: Sendable {
 
     static func run(
         configure: @Sendable (inout BridgeConfiguration) -> Void = { _ in },
+        logger custom: Logger? = nil,
         _ body: @Sendable (BridgeHarness) async throws -> Void
     ) async throws {
         let upstream = LocalDDPServer(configuration: DemoDataSet.configuration, logger: Logger(label: "upstream"))
@@ -35,8 +36,8 @@ struct BridgeHarness: Sendable {
         configuration.loginRateLimit = (100, .seconds(10))
         configuration.ddp.reconnect = ReconnectPolicy(initialDelay: .milliseconds(50), multiplier: 2, maxDelay: .milliseconds(300))
         configure(&configuration)
-        var logger = Logger(label: "bridge")
-        logger.logLevel = .warning
+        var logger = custom ?? Logger(label: "bridge")
+        if custom == nil { logger.logLevel = .warning }
         let (application, registry) = BridgeApplication.make(
             configuration: configuration, http: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)), logger: logger)
         do {

@@ -36,6 +36,7 @@ import Testing
         (["upstream": "ws://m/websocket", "request-timeout": "-1"], "--request-timeout (DDP_BRIDGE_REQUEST_TIMEOUT) must be a number"),
         (["upstream": "ws://m/websocket", "trust-forwarded-for": "perhaps"], "--trust-forwarded-for must be true or false"),
         (["upstream": "ws://m/websocket", "log-level": "loud"], "--log-level must be"),
+        (["upstream": "ws://m/websocket", "log-format": "xml"], "--log-format (DDP_BRIDGE_LOG_FORMAT) must be human or json"),
         (["upstream": "ws://m/websocket", "cors-origins": "app.example"], "--cors-origins (DDP_BRIDGE_CORS_ORIGINS): 'app.example' is not an origin"),
         (["upstream": "wss://m/websocket", "upstream-ca-file": "/nonexistent/ca.pem"], "--upstream-ca-file (DDP_BRIDGE_UPSTREAM_CA_FILE): cannot read"),
     ])

@@ -41,11 +41,13 @@ public struct Settings: Sendable {
         Setting(flag: "stream-buffer-limit", help: "Bytes a stream may fall behind before it is cut off", defaultValue: "1048576"),
         Setting(flag: "cors-origins", help: "Comma-separated origins allowed from browsers (* for any); none by default", defaultValue: nil),
         Setting(flag: "log-level", help: "trace, debug, info, notice, warning, error or critical", defaultValue: "info"),
+        Setting(flag: "log-format", help: "human or json (one JSON object per line)", defaultValue: "human"),
     ]
 
     public let host: String
     public let port: Int
     public let logLevel: String
+    public let logFormat: String
     public let configuration: BridgeConfiguration
 
     /// Resolves every setting from `flags` (by flag name) and `environment`.
@@ -92,6 +94,10 @@ public struct Settings: Sendable {
         guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
             throw Invalid(description: "--log-level must be trace, debug, info, notice, warning, error or critical, got '\(level)'")
         }
+        let format = value("log-format") ?? "human"
+        guard ["human", "json"].contains(format) else {
+            throw Invalid(description: "--log-format (DDP_BRIDGE_LOG_FORMAT) must be human or json, got '\(format)'")
+        }
         var configuration = BridgeConfiguration(upstream: upstream)
         configuration.upstreamTLS = DDPClientOptions.TLS(caFile: caFile, allowSelfSigned: try flag("upstream-allow-self-signed"))
         configuration.upstreamCompression = try flag("upstream-compression")
@@ -121,6 +127,7 @@ public struct Settings: Sendable {
         self.host = value("host") ?? "127.0.0.1"
         self.port = port
         self.logLevel = level
+        self.logFormat = format
         self.configuration = configuration
     }
 }

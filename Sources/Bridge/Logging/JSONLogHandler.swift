@@ -1,0 +1,41 @@
+import DDP
+import Foundation
+public import Logging
+
+/// One JSON object per line (`time`, `level`, `label`, `message`, metadata, `source`), for log
+/// collectors. Chosen with `--log-format json`.
+public struct JSONLogHandler: LogHandler {
+    public var logLevel: Logger.Level = .info
+    public var metadata: Logger.Metadata = [:]
+    let label: String
+    let write: @Sendable ([UInt8]) -> Void
+
+    public init(label: String, write: @escaping @Sendable ([UInt8]) -> Void = { FileHandle.standardError.write(Data($0)) }) {
+        self.label = label
+        self.write = write
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(
+        level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?,
+        source: String, file: String, function: String, line: UInt
+    ) {
+        var object: EJSONObject = [
+            "time": .string(ISO8601DateFormatter().string(from: Date())),
+            "level": .string(level.rawValue),
+            "label": .string(label),
+            "message": .string(message.description),
+        ]
+        for (key, value) in metadata.merging(extra ?? [:], uniquingKeysWith: { $1 }).sorted(by: { $0.key < $1.key }) {
+            object[key] = .string(value.description)
+        }
+        object["source"] = .string(source)
+        var bytes = EJSONWriter.encode(.object(object))
+        bytes.append(0x0A)
+        write(bytes)
+    }
+}
