@@ -219,6 +219,17 @@ import Testing
         }
     }
 
+    @Test func aSessionHasAtMostItsStreamLimit() async throws {
+        try await BridgeHarness.run(configure: { $0.maxStreamsPerSession = 1 }) { h in
+            let (token, _) = try await h.session()
+            let port = try #require(h.client.port)
+            try await withEventStream(port: port, "/v1/events", token: token) { stream in
+                try await stream.waitUntilOpen()
+                expectError(try await h.request(.get, "/v1/events", token: token), .tooManyRequests, "too-many-streams")
+            }
+        }
+    }
+
     @Test func endingTheSessionTellsItsStreams() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()

@@ -129,6 +129,18 @@ import Testing
         }
     }
 
+    @Test func theBridgeHoldsAtMostItsSessionLimit() async throws {
+        try await BridgeHarness.run(configure: { $0.maxSessions = 2 }) { h in
+            let (first, _) = try await h.session()
+            _ = try await h.session()
+            let full = try await h.request(.post, "/v1/sessions", body: "{}")
+            expectError(full, .serviceUnavailable, "too-many-sessions")
+            #expect(Int(full.headers[.retryAfter] ?? "") ?? 0 >= 1)
+            #expect(try await h.request(.delete, "/v1/session", token: first).status == .noContent)
+            #expect(try await h.request(.post, "/v1/sessions", body: "{}").status == .created)
+        }
+    }
+
     @Test func corsAnswersListedOriginsOnly() async throws {
         try await BridgeHarness.run(configure: { $0.corsOrigins = ["http://app.example"] }) { h in
             let preflight = try await h.request(.options, "/v1/sessions", headers: [
