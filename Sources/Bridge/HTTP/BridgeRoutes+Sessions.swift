@@ -29,13 +29,12 @@ extension BridgeRoutes {
     /// `GET /v1/session`: connection state, user, subscriptions.
     @Sendable func getSession(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let session = try await session(request, context)
-        let formatter = ISO8601DateFormatter()
         return HTTPSupport.json([
             "id": .string(session.id),
             "connection": session.connection.ejson,
             "userId": session.userID.map(EJSON.string) ?? .null,
             "subscriptions": .array(session.subscriptions.map(\.ejson)),
-            "createdAt": .string(formatter.string(from: session.createdAt)),
+            "createdAt": .string(session.createdAt.formatted(.iso8601)),
             "idleTimeout": .int(Int(configuration.sessionIdleTimeout.seconds)),
         ])
     }

@@ -25,7 +25,7 @@ public struct JSONLogHandler: LogHandler {
         source: String, file: String, function: String, line: UInt
     ) {
         var object: EJSONObject = [
-            "time": .string(ISO8601DateFormatter().string(from: Date())),
+            "time": .string(Date.now.formatted(.iso8601)),
             "level": .string(level.rawValue),
             "label": .string(label),
             "message": .string(message.description),

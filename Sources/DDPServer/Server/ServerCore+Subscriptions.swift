@@ -70,9 +70,6 @@ extension ServerCore {
     func stop(_ connection: Int, _ sub: String) -> [ServerMessage] {
         guard let subscription = connections[connection]?.subscriptions[sub] else { return [] }
         subscription.task?.cancel()
-        for name in subscription.documents.keys {
-            observers[name]?.removeAll { $0.connection == connection && $0.subscription == sub }
-        }
         for (name, list) in observers where list.contains(where: { $0.connection == connection && $0.subscription == sub }) {
             observers[name]!.removeAll { $0.connection == connection && $0.subscription == sub }
         }
