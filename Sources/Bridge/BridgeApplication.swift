@@ -1,4 +1,6 @@
 public import Hummingbird
+import HummingbirdCore
+import DDP
 public import Logging
 public import NIOCore
 
@@ -22,8 +24,12 @@ public enum BridgeApplication {
         router.middlewares.add(ErrorShapeMiddleware())
         router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
         routes.register(on: router)
+        // The read timeout closes connections that are slow to send a request or idle between
+        // requests; Hummingbird leaves a connection alone while its response (a stream) is running.
+        let server = HTTPServerBuilder.http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.readTimeout.seconds * 1e9))))
         let application = Application(
-            router: router, configuration: http, services: [registry, probe], onServerRunning: onServerRunning, logger: logger)
+            router: router, server: server, configuration: http, services: [registry, probe], onServerRunning: onServerRunning,
+            logger: logger)
         return (application, registry)
     }
 }

@@ -43,7 +43,7 @@ struct DemoCommand: AsyncParsableCommand {
         guard loginRateLimit > 0 else { throw ValidationError("--login-rate-limit must be at least 1") }
         var bridgeConfiguration = BridgeConfiguration(upstream: upstream)
         bridgeConfiguration.loginRateLimit = (loginRateLimit, .seconds(10))
-        let (application, _) = BridgeApplication.make(
+        let (application, registry) = BridgeApplication.make(
             configuration: bridgeConfiguration,
             http: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "ddp-bridge"),
             logger: logger,
@@ -67,6 +67,7 @@ struct DemoCommand: AsyncParsableCommand {
             options.password = "secret"
             services.append(Watcher(url: upstream, options: options, logger: logger))
         }
+        services.append(registry.shutdownGrace)  // last: told of a shutdown first
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         await server.stop()

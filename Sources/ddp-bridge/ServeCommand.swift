@@ -22,6 +22,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("upstream-compression"), help: help("upstream-compression")) var upstreamCompression: String?
     @Option(name: .customLong("connect-timeout"), help: help("connect-timeout")) var connectTimeout: String?
     @Option(name: .customLong("request-timeout"), help: help("request-timeout")) var requestTimeout: String?
+    @Option(name: .customLong("read-timeout"), help: help("read-timeout")) var readTimeout: String?
+    @Option(name: .customLong("shutdown-grace"), help: help("shutdown-grace")) var shutdownGrace: String?
     @Option(name: .customLong("session-idle-timeout"), help: help("session-idle-timeout")) var sessionIdleTimeout: String?
     @Option(name: .customLong("subscription-linger"), help: help("subscription-linger")) var subscriptionLinger: String?
     @Option(name: .customLong("max-sessions"), help: help("max-sessions")) var maxSessions: String?
@@ -56,6 +58,8 @@ struct ServeCommand: AsyncParsableCommand {
             ("upstream-compression", upstreamCompression),
             ("connect-timeout", connectTimeout),
             ("request-timeout", requestTimeout),
+            ("read-timeout", readTimeout),
+            ("shutdown-grace", shutdownGrace),
             ("session-idle-timeout", sessionIdleTimeout),
             ("subscription-linger", subscriptionLinger),
             ("max-sessions", maxSessions),
@@ -88,7 +92,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let logger = try makeLogger(settings.logLevel)
         let host = settings.host
-        let (application, _) = BridgeApplication.make(
+        let (application, registry) = BridgeApplication.make(
             configuration: settings.configuration,
             http: ApplicationConfiguration(address: .hostname(host, port: settings.port), serverName: "ddp-bridge"),
             logger: logger,
@@ -98,7 +102,8 @@ struct ServeCommand: AsyncParsableCommand {
                     "upstream": "\(settings.configuration.upstream)",
                 ])
             })
-        let group = ServiceGroup(configuration: .init(services: [application], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // The grace service comes last, so it hears of a shutdown first (services stop in reverse).
+        let group = ServiceGroup(configuration: .init(services: [application, registry.shutdownGrace], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

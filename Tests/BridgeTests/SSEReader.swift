@@ -159,3 +159,17 @@ func withEventStream<T: Sendable>(
         return result
     }
 }
+
+extension SSEReader {
+    /// Waits (bounded) until more than `count` comment lines (heartbeats) have been read.
+    func waitForComments(beyond count: Int, timeout: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while comments <= count {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("no heartbeat after \(count) within \(timeout)")
+                throw CancellationError()
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}

@@ -13,6 +13,7 @@ import Testing
         #expect(settings.configuration.loginRateLimit.calls == 10)
         #expect(settings.configuration.heartbeatInterval == .seconds(15))
         #expect(settings.configuration.batchWindow == .milliseconds(1))
+        #expect(settings.configuration.readTimeout == .seconds(30) && settings.configuration.shutdownGrace == .seconds(10))
     }
 
     @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheDefault() throws {
@@ -34,6 +35,7 @@ import Testing
         (["upstream": "ws://m/websocket", "port": "70000"], "--port must be from 0 to 65535"),
         (["upstream": "ws://m/websocket", "max-sessions": "none"], "--max-sessions (DDP_BRIDGE_MAX_SESSIONS) must be a whole number"),
         (["upstream": "ws://m/websocket", "request-timeout": "-1"], "--request-timeout (DDP_BRIDGE_REQUEST_TIMEOUT) must be a number"),
+        (["upstream": "ws://m/websocket", "read-timeout": "0"], "--read-timeout (DDP_BRIDGE_READ_TIMEOUT) must be a number of at least 0.1"),
         (["upstream": "ws://m/websocket", "trust-forwarded-for": "perhaps"], "--trust-forwarded-for must be true or false"),
         (["upstream": "ws://m/websocket", "log-level": "loud"], "--log-level must be"),
         (["upstream": "ws://m/websocket", "log-format": "xml"], "--log-format (DDP_BRIDGE_LOG_FORMAT) must be human or json"),

@@ -45,6 +45,11 @@ public struct BridgeConfiguration: Sendable {
     public var corsOrigins: [String] = []
     /// The `retry:` hint streams start with, in milliseconds.
     public var streamRetryMilliseconds = 2_000
+    /// A client connection must send a whole request head (and keep its body coming) within this
+    /// time, and is closed after this long idle between requests. Open streams are not affected.
+    public var readTimeout: Duration = .seconds(30)
+    /// On shutdown, requests in flight get this long to finish before sessions are closed under them.
+    public var shutdownGrace: Duration = .seconds(10)
 
     public init(
         upstream: String,

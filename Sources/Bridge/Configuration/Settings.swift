@@ -26,6 +26,8 @@ public struct Settings: Sendable {
         Setting(flag: "upstream-compression", help: "Negotiate permessage-deflate with the upstream", defaultValue: "false"),
         Setting(flag: "connect-timeout", help: "Seconds a new session waits for the upstream before answering 503", defaultValue: "10"),
         Setting(flag: "request-timeout", help: "Default seconds a method call or subscription waits", defaultValue: "30"),
+        Setting(flag: "read-timeout", help: "Seconds a client may take to send a request, or stay idle between requests (open streams excepted)", defaultValue: "30"),
+        Setting(flag: "shutdown-grace", help: "Seconds requests in flight get to finish on SIGTERM/SIGINT before sessions close", defaultValue: "10"),
         Setting(flag: "session-idle-timeout", help: "Seconds without requests or streams before a session closes", defaultValue: "900"),
         Setting(flag: "subscription-linger", help: "Seconds an unused shared subscription is kept", defaultValue: "5"),
         Setting(flag: "max-sessions", help: "Sessions in total", defaultValue: "10000"),
@@ -103,6 +105,8 @@ public struct Settings: Sendable {
         configuration.upstreamCompression = try flag("upstream-compression")
         configuration.connectTimeout = .milliseconds(Int64(try number("connect-timeout", minimum: 0.1) * 1000))
         configuration.requestTimeout = .milliseconds(Int64(try number("request-timeout", minimum: 0.1) * 1000))
+        configuration.readTimeout = .milliseconds(Int64(try number("read-timeout", minimum: 0.1) * 1000))
+        configuration.shutdownGrace = .milliseconds(Int64(try number("shutdown-grace") * 1000))
         configuration.sessionIdleTimeout = .milliseconds(Int64(try number("session-idle-timeout", minimum: 1) * 1000))
         configuration.subscriptionLinger = .milliseconds(Int64(try number("subscription-linger") * 1000))
         configuration.maxSessions = try integer("max-sessions")

@@ -69,6 +69,10 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
             status = .forbidden
         case .string("not-found"):
             status = .notFound
+        case .string("connection-closed"):
+            // The bridge's own client gave up on the call (its connection closed): not the caller's fault.
+            status = .serviceUnavailable
+            retryAfter = 1
         case .string:
             status = .badRequest
         }

@@ -27,6 +27,8 @@ public final class SessionRegistry: Service, Sendable {
     private let state: LockedState<State>
     private let started: AsyncStream<Session>
     private let starter: AsyncStream<Session>.Continuation
+    private let shutdownBegan: AsyncStream<Void>
+    private let shutdownBell: AsyncStream<Void>.Continuation
     static let endedMemory = 10_000
 
     public init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics = BridgeMetrics()) {
@@ -35,6 +37,7 @@ public final class SessionRegistry: Service, Sendable {
         self.metrics = metrics
         self.state = LockedState(State(logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval)))
         (started, starter) = AsyncStream<Session>.makeStream()
+        (shutdownBegan, shutdownBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     public var count: Int { state.withLock { $0.sessions.count } }
@@ -136,16 +139,51 @@ public final class SessionRegistry: Service, Sendable {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.sweep() }
+                group.addTask {
+                    // Shutdown began (see `shutdownGrace`): after the grace period, sessions whose
+                    // requests are still in flight are closed under them, so the server can stop.
+                    for await _ in self.shutdownBegan {
+                        try? await Task.sleep(for: self.configuration.shutdownGrace)
+                        await self.endAll(reason: "the bridge is shutting down")
+                        return
+                    }
+                }
                 for await session in started {
                     group.addTask { await session.run() }
                 }
-                let all = state.withLock { Array($0.sessions.values) }
-                for session in all { await end(session, reason: "the bridge is shutting down") }
+                await endAll(reason: "the bridge is shutting down")
                 group.cancelAll()
             }
         } onGracefulShutdown: {
             self.state.withLock { $0.shuttingDown = true }
             self.starter.finish()
+        }
+    }
+
+    /// Ends every session at once (each logs out with its own short timeout).
+    func endAll(reason: String) async {
+        let all = state.withLock { Array($0.sessions.values) }
+        await withDiscardingTaskGroup { group in
+            for session in all { group.addTask { await self.end(session, reason: reason) } }
+        }
+    }
+
+    /// Refuses new sessions from now on and starts the grace period for requests in flight.
+    func beginShutdown() {
+        state.withLock { $0.shuttingDown = true }
+        shutdownBell.yield()
+    }
+
+    /// A service to run beside (after) the application: when graceful shutdown begins it is told
+    /// first, so new sessions are refused at once and requests in flight get `shutdownGrace` to
+    /// finish while the HTTP server drains; then their sessions are closed and the server can stop.
+    public var shutdownGrace: some Service { ShutdownGrace(registry: self) }
+
+    struct ShutdownGrace: Service {
+        let registry: SessionRegistry
+        func run() async throws {
+            do { try await gracefulShutdown() } catch { return }
+            registry.beginShutdown()
         }
     }
 
