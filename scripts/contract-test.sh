@@ -48,3 +48,20 @@ fresh=$(curl -sf -X POST "$url/v1/sessions" -d '{}' | python3 -c 'import json,sy
 python3 examples/sse_consumer.py "$url" "$fresh" --subscribe ticker --params '[20,3]' --max-events 6 >"$log.py"
 grep -q ' snapshot ' "$log.py" && [ "$(grep -c ' changed ' "$log.py")" -ge 3 ] || { echo "the Python consumer failed:"; cat "$log.py"; exit 1; }
 echo "examples/sse_consumer.py: $(grep -c ' changed ' "$log.py") changes applied"; rm -f "$log.py"
+
+# A newcomer's steps: /readyz and /metrics answer, then Ctrl-C (SIGINT) stops the demo
+# cleanly with a stream open: the stream is told, the process exits 0 in bounded time.
+curl -sf "$url/readyz" >/dev/null || { echo "/readyz did not answer 200"; exit 1; }
+curl -sf "$url/metrics" | grep -q '^ddp_bridge_sessions ' || { echo "/metrics lacks ddp_bridge_sessions"; exit 1; }
+curl -sN --max-time 30 "$url/v1/events" -H "Authorization: Bearer $token" >"$log.tail" 2>/dev/null &
+tail_pid=$!
+sleep 1
+kill -INT $bridge
+for _ in $(seq 1 200); do kill -0 $bridge 2>/dev/null || break; sleep 0.1; done
+if kill -0 $bridge 2>/dev/null; then echo "the demo was still running 20 s after SIGINT"; exit 1; fi
+code=0; wait $bridge || code=$?
+wait $tail_pid || true
+trap 'rm -f "$log" "$log.tail"' EXIT
+[ "$code" -eq 0 ] || { echo "the demo exited $code after SIGINT:"; tail -20 "$log"; exit 1; }
+grep -q 'shutting-down' "$log.tail" || { echo "the open stream was not told of the shutdown:"; cat "$log.tail"; exit 1; }
+echo "SIGINT: the demo stopped cleanly (exit 0), its open stream told 'shutting-down'"
