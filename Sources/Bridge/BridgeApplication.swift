@@ -21,8 +21,13 @@ public enum BridgeApplication {
         let routes = BridgeRoutes(registry: registry, probe: probe)
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
+        router.middlewares.add(SecurityHeadersMiddleware())
         router.middlewares.add(ErrorShapeMiddleware())
         router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
+        if let folder = configuration.publicFolder {
+            // Innermost: a path no route takes is looked up in the console's folder.
+            router.middlewares.add(ConsoleFiles.middleware(folder: folder, logger: logger))
+        }
         routes.register(on: router)
         // The read timeout closes connections that are slow to send a request or idle between
         // requests; Hummingbird leaves a connection alone while its response (a stream) is running.

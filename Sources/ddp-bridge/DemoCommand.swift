@@ -34,6 +34,9 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Session creations and logins allowed per client address per 10 seconds.")
     var loginRateLimit: Int = 10
 
+    @Option(help: "Folder of the web console served at / (run from the project's root to find 'public').")
+    var publicDir: String = "public"
+
     func run() async throws {
         let logger = try makeLogger(logLevel)
         let server = LocalDDPServer(configuration: DemoDataSet.configuration, logger: logger)
@@ -43,6 +46,13 @@ struct DemoCommand: AsyncParsableCommand {
         guard loginRateLimit > 0 else { throw ValidationError("--login-rate-limit must be at least 1") }
         var bridgeConfiguration = BridgeConfiguration(upstream: upstream)
         bridgeConfiguration.loginRateLimit = (loginRateLimit, .seconds(10))
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: publicDir, isDirectory: &isFolder), isFolder.boolValue {
+            bridgeConfiguration.publicFolder = publicDir
+        }
+        let consoleLine = bridgeConfiguration.publicFolder == nil
+            ? "web console:     not served (no folder '\(publicDir)'; see --public-dir)"
+            : "web console:     open http://\(host):PORT/ in a browser"
         let (application, registry) = BridgeApplication.make(
             configuration: bridgeConfiguration,
             http: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "ddp-bridge"),
@@ -52,6 +62,7 @@ struct DemoCommand: AsyncParsableCommand {
                 Self.say("""
                     demo DDP server: \(upstream) (users alice/secret, bob/hunter2)
                     ddp-bridge:      http://\(host):\(bound)
+                    \(consoleLine.replacingOccurrences(of: "PORT", with: String(bound)))
 
                     try:
                       curl -s -X POST http://\(host):\(bound)/v1/sessions -H 'content-type: application/json' -d '{"username":"alice","password":"secret"}'

@@ -37,6 +37,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("event-log-size"), help: help("event-log-size")) var eventLogSize: String?
     @Option(name: .customLong("heartbeat-interval"), help: help("heartbeat-interval")) var heartbeatInterval: String?
     @Option(name: .customLong("stream-buffer-limit"), help: help("stream-buffer-limit")) var streamBufferLimit: String?
+    @Option(name: .customLong("public-dir"), help: help("public-dir")) var publicDir: String?
     @Option(name: .customLong("cors-origins"), help: help("cors-origins")) var corsOrigins: String?
     @Option(name: .customLong("log-level"), help: help("log-level")) var logLevel: String?
     @Option(name: .customLong("log-format"), help: help("log-format")) var logFormat: String?
@@ -73,6 +74,7 @@ struct ServeCommand: AsyncParsableCommand {
             ("event-log-size", eventLogSize),
             ("heartbeat-interval", heartbeatInterval),
             ("stream-buffer-limit", streamBufferLimit),
+            ("public-dir", publicDir),
             ("cors-origins", corsOrigins),
             ("log-level", logLevel),
             ("log-format", logFormat),

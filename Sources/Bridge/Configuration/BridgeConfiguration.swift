@@ -48,6 +48,8 @@ public struct BridgeConfiguration: Sendable {
     /// A client connection must send a whole request head (and keep its body coming) within this
     /// time, and is closed after this long idle between requests. Open streams are not affected.
     public var readTimeout: Duration = .seconds(30)
+    /// The web console's folder, served at `/`; `nil`: no console.
+    public var publicFolder: String?
     /// On shutdown, requests in flight get this long to finish before sessions are closed under them.
     public var shutdownGrace: Duration = .seconds(10)
 

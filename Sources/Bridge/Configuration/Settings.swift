@@ -41,6 +41,7 @@ public struct Settings: Sendable {
         Setting(flag: "event-log-size", help: "Events a session keeps for resuming streams", defaultValue: "10000"),
         Setting(flag: "heartbeat-interval", help: "Seconds between heartbeat comments on idle streams", defaultValue: "15"),
         Setting(flag: "stream-buffer-limit", help: "Bytes a stream may fall behind before it is cut off", defaultValue: "1048576"),
+        Setting(flag: "public-dir", help: "Folder of the web console served at / ('none' to serve no console)", defaultValue: "public"),
         Setting(flag: "cors-origins", help: "Comma-separated origins allowed from browsers (* for any); none by default", defaultValue: nil),
         Setting(flag: "log-level", help: "trace, debug, info, notice, warning, error or critical", defaultValue: "info"),
         Setting(flag: "log-format", help: "human or json (one JSON object per line)", defaultValue: "human"),
@@ -125,6 +126,17 @@ public struct Settings: Sendable {
         for origin in configuration.corsOrigins where origin != "*" {
             guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.path.isEmpty else {
                 throw Invalid(description: "--cors-origins (DDP_BRIDGE_CORS_ORIGINS): '\(origin)' is not an origin like https://app.example.com")
+            }
+        }
+        switch value("public-dir") ?? "none" {
+        case "none", "": configuration.publicFolder = nil
+        case let folder:
+            var isFolder: ObjCBool = false
+            // The default folder may simply be absent (the console is optional); a folder named on purpose must exist.
+            if FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue {
+                configuration.publicFolder = folder
+            } else if flags["public-dir"] != nil || environment[Self.all.first { $0.flag == "public-dir" }!.environment] != nil {
+                throw Invalid(description: "--public-dir (DDP_BRIDGE_PUBLIC_DIR): '\(folder)' is not a folder")
             }
         }
         if configuration.requestTimeout > configuration.maxRequestTimeout { configuration.maxRequestTimeout = configuration.requestTimeout }
