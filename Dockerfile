@@ -21,9 +21,13 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin ddp
 COPY --from=build /out/ddp-bridge /usr/local/bin/ddp-bridge
+# The web console, served at / (DDP_BRIDGE_PUBLIC_DIR=none serves no console).
+COPY public /app/public
+WORKDIR /app
 USER 10001:10001
 ENV DDP_BRIDGE_HOST=0.0.0.0 \
-    DDP_BRIDGE_PORT=8080
+    DDP_BRIDGE_PORT=8080 \
+    DDP_BRIDGE_PUBLIC_DIR=/app/public
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
     CMD curl -fsS "http://127.0.0.1:${DDP_BRIDGE_PORT}/healthz" || exit 1

@@ -14,6 +14,7 @@ const state = {
   page: 0,
   count: 0,
   shown: new Map(),         // _id key → {field: JSON text} of the rows on screen
+  flashes: new Map(),       // "_id key field" → until when its change stays highlighted
   editing: null,            // the _id being edited, or null for an insert
   stream: null,
   countdown: null,
@@ -237,9 +238,10 @@ async function loadCollections() {
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) show($("query-message"), describe(error), "error");
   }
-  if (!state.selected && state.collections.length > 0) state.selected = state.collections[0].name;
+  const first = !state.selected && state.collections.length > 0;
+  if (first) state.selected = state.collections[0].name;
   renderCollections();
-  await loadDocuments();
+  if (first || !state.collections.some((c) => c.name === state.selected)) await loadDocuments();
 }
 
 function selectCollection(name) {
@@ -311,7 +313,9 @@ function renderDocuments(documents, limit = 20) {
       const span = document.createElement("span");
       span.className = "field";
       span.dataset.field = name;
-      if (before && before[name] !== text) span.classList.add("flash");
+      const flashKey = `${key} ${name}`;
+      if (before && before[name] !== text) state.flashes.set(flashKey, Date.now() + 1600);
+      if ((state.flashes.get(flashKey) || 0) > Date.now()) span.classList.add("flash");
       const keySpan = document.createElement("span");
       keySpan.className = "key";
       keySpan.textContent = `${name}: `;
@@ -338,6 +342,7 @@ function renderDocuments(documents, limit = 20) {
     next.set(key, fields);
   }
   state.shown = next;
+  for (const [flashKey, until] of state.flashes) if (until <= Date.now()) state.flashes.delete(flashKey);
   const pages = Math.max(1, Math.ceil(state.count / limit));
   $("documents-caption").textContent = state.selected
     ? `${state.selected}: ${state.count} matching document${state.count === 1 ? "" : "s"}`
@@ -588,7 +593,14 @@ function wire() {
     }
     try {
       const sub = await request("POST", "/v1/subscriptions", { name, params: params.value || [], wait: false });
-      if (!state.subscriptions.has(sub.id)) state.subscriptions.set(sub.id, { ...sub, reason: null });
+      const known = state.subscriptions.get(sub.id);
+      if (known && known.state === "error") {
+        // Its `nosub` arrived before this answer: keep the error, name the subscription.
+        known.name = sub.name;
+        known.params = sub.params;
+      } else if (!known) {
+        state.subscriptions.set(sub.id, { ...sub, reason: null });
+      }
       renderSubscriptions();
       await loadSubscriptions();
     } catch (error) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, builds, runs every
 # test (Swift Testing), checks the running server against openapi.yaml (schemathesis),
-# then a seconds-long smoke run of the benchmark harness.
+# drives the web console in headless Chromium, then a seconds-long smoke run of the
+# benchmark harness.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -15,6 +16,9 @@ DDP_BRIDGE_HEAVY_TESTS=1 swift test --disable-xctest --skip-build --filter aCons
 
 # The HTTP contract: openapi.yaml is valid and the running server keeps it.
 scripts/contract-test.sh
+
+# The web console in headless Chromium (Selenium), against the running demo bridge.
+scripts/browser-test.sh
 
 # Benchmarks are not tests; this short run only keeps the harness from rotting.
 swift build -c release --product ddp-bench
