@@ -108,10 +108,24 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // Micro-benchmarks of the hot paths (release build: scripts/bench.sh).
+        // The benchmark harness (release build: scripts/bench.sh): micro-benchmarks of the hot
+        // paths, and SSE, REST and session-scale figures against the in-process DDP server.
         .executableTarget(
             name: "ddp-bench",
-            dependencies: ["DDP"],
+            dependencies: [
+                "DDP",
+                "DDPClient",
+                "DDPServer",
+                "Bridge",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs the micro-benchmarks in a release build and writes bench-results/ejson.json.
+# The benchmark harness, in a release build: micro-benchmarks, SSE throughput and latency,
+# REST (with wrk) and session scale. Writes bench-results/results.{json,md} and plot.svg.
+# Options pass through, e.g. --only sse,latency or --smoke.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-swift build -c release --product ddp-bench
-GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" .build/release/ddp-bench "${1:-0.3}" bench-results
+dpkg -s wrk >/dev/null 2>&1 || { [ "$(id -u)" -eq 0 ] && s="" || s="sudo"; $s apt-get install -y -qq --no-install-recommends wrk >/dev/null; }
+swift build -c release --product ddp-bench && swift build -c release --product ddp-bridge
+GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" .build/release/ddp-bench --out bench-results "$@"

@@ -1,95 +1,145 @@
 import DDP
+import NIOHTTP1
+import DDPServer
 import Foundation
 
-// Micro-benchmarks of the EJSON/DDP hot path against Foundation's JSON, in one process.
-// Prints a table and writes bench-results/ejson.json. Usage: ddp-bench [seconds-per-run] [output-dir]
+// The benchmark harness. Starts the in-process demo DDP server and the bridge on loopback,
+// drives bounded load, and writes results.json, results.md and plot.svg to the output folder.
+//
+// Usage: ddp-bench [--smoke] [--out DIR] [--only micro,sse,latency,rest,sessions]
+// `--smoke` runs every part for a moment (the test command uses it so the harness cannot rot).
 
-let arguments = CommandLine.arguments
-let secondsPerRun = arguments.count > 1 ? Double(arguments[1]) ?? 0.3 : 0.3
-let outputDirectory = arguments.count > 2 ? arguments[2] : "bench-results"
-let runs = 5
+let arguments = Array(CommandLine.arguments.dropFirst())
+func option(_ name: String) -> String? {
+    guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
+    return arguments[i + 1]
+}
+let smoke = arguments.contains("--smoke")
+let outputDirectory = option("--out") ?? "bench-results"
+let parts = Set((option("--only") ?? "micro,sse,latency,rest,sessions").split(separator: ",").map(String.init))
+let runs = smoke ? 1 : 3
 
-/// Representative frames: a document add (~250 B), a ticker change (~70 B), a login result.
-let frames: [String] = [
-    #"{"msg":"added","collection":"tasks","id":"task-a1","fields":{"text":"alice inbox task","listId":"inbox","owner":"vEjSEFLq7wmvpsNB3","done":false,"createdAt":{"$date":1704067200000}}}"#,
-    #"{"msg":"changed","collection":"ticks","id":"t1","fields":{"n":12345}}"#,
-    #"{"msg":"result","id":"m1","result":{"id":"bkiPSWzk5wGxu3TZY","token":"sSUnyZm3P1HqrTpAgMS5VdripOUvG5rxeJk-KkCPtqn","tokenExpires":{"$date":1803087863077},"type":"password"}}"#,
-]
-let frameBytes = frames.map { Array($0.utf8) }
-let frameData = frames.map { Data($0.utf8) }
-let decoded = try frameBytes.map { try ServerMessage.decode(bytes: $0)! }
-let foundationObjects = try frameData.map { try JSONSerialization.jsonObject(with: $0) }
+var figures: [Figure] = []
+var targets: [Target] = []
+func say(_ text: String) { print(text) }
+func format(_ value: Double) -> String { value >= 100 ? String(Int(value.rounded())) : String(format: "%.2f", value) }
 
-/// Runs `body` (which handles `frames.count` messages) repeatedly; returns messages per second.
-@MainActor func measure(_ body: () throws -> Void) rethrows -> Double {
-    var iterations = 0
-    let start = ContinuousClock.now
-    let budget = Duration.milliseconds(Int64(secondsPerRun * 1000))
-    while ContinuousClock.now - start < budget {
-        for _ in 0..<100 { try body() }
-        iterations += 100
-    }
-    let elapsed = (ContinuousClock.now - start).seconds
-    return Double(iterations * frames.count) / elapsed
+if parts.contains("micro") {
+    say("micro-benchmarks…")
+    figures += try Micro.run(secondsPerRun: smoke ? 0.02 : 0.3, runs: smoke ? 1 : 5)
 }
 
-func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+let upstream = try await startUpstream()
+let upstreamURL = await upstream.url
+let bridge = try await startBridge(upstream: upstreamURL)
 
-struct Row: Codable {
-    let name: String
-    let messagesPerSecond: Double
-    let baseline: String
-    let ratio: Double
-}
-
-var rows: [Row] = []
-@MainActor func compare(_ name: String, ours: () throws -> Void, baselineName: String, baseline: () throws -> Void) rethrows {
-    var oursRuns: [Double] = []
-    var baseRuns: [Double] = []
+if parts.contains("sse") {
+    let count = smoke ? 2_000 : 100_000
+    let fanCount = smoke ? 200 : 20_000
+    let fanConsumers = smoke ? 10 : 100
+    say("SSE throughput: bulk of \(count) documents, raw WebSocket vs the bridge, \(runs) runs…")
+    var raw: [Double] = [], client: [Double] = [], one: [Double] = [], fan: [Double] = []
     for _ in 0..<runs {
-        oursRuns.append(try measure(ours))
-        baseRuns.append(try measure(baseline))
+        raw.append(try await SSEBench.rawBulkRate(url: upstreamURL, count: count))
+        client.append(try await SSEBench.clientBulkRate(url: upstreamURL, count: count))
+        one.append(try await SSEBench.bridgeBulkRate(bridgePort: bridge.port, count: count, consumers: 1))
+        fan.append(try await SSEBench.bridgeBulkRate(bridgePort: bridge.port, count: fanCount, consumers: fanConsumers))
     }
-    let o = median(oursRuns), b = median(baseRuns)
-    rows.append(Row(name: name, messagesPerSecond: o, baseline: baselineName, ratio: o / b))
-    rows.append(Row(name: baselineName, messagesPerSecond: b, baseline: baselineName, ratio: 1))
+    let rawRate = Stats.median(raw)
+    figures.append(Figure("sse", "raw WebSocket frames received (baseline)", rawRate, "events/s"))
+    figures.append(Figure("sse", "project's DDP client (parse + cache)", Stats.median(client), "events/s",
+                          baseline: "raw WebSocket", baselineValue: rawRate))
+    figures.append(Figure("sse", "SSE, 1 consumer", Stats.median(one), "events/s", baseline: "raw WebSocket", baselineValue: rawRate))
+    figures.append(Figure("sse", "SSE, \(fanConsumers) consumers of one session (aggregate)", Stats.median(fan), "events/s",
+                          note: "\(fanCount) documents to each consumer"))
+    let ratio = Stats.median(one) / rawRate
+    targets.append(Target(name: "SSE to 1 consumer vs raw WebSocket receive", goal: "≥ 50%", measured: String(format: "%.0f%%", ratio * 100), score: ratio / 0.5))
+    targets.append(Target(name: "\(fanConsumers) consumers of one session, aggregate", goal: "≥ 1,000,000 events/s",
+                          measured: "\(format(Stats.median(fan))) events/s", score: Stats.median(fan) / 1_000_000))
 }
 
-var sink = 0
-try compare("EJSON parse + DDP decode (ours)", ours: {
-    for bytes in frameBytes {
-        let message = try ServerMessage.decode(bytes: bytes)
-        if message != nil { sink &+= 1 }
+if parts.contains("latency") {
+    for rate in [1_000, 10_000] {
+        let count = smoke ? rate / 10 : rate * 3
+        say("SSE latency at \(rate) changes/s (\(count) changes)…")
+        let raw = try await SSEBench.rawTickerLatencies(url: upstreamURL, rate: rate, count: count).sorted()
+        let through = try await SSEBench.bridgeTickerLatencies(bridgePort: bridge.port, rate: rate, count: count).sorted()
+        for (name, samples) in [("raw WebSocket", raw), ("through the bridge (SSE)", through)] {
+            for p in [50.0, 99.0, 99.9] {
+                figures.append(Figure("latency", "\(rate)/s \(name) p\(p == 99.9 ? "99.9" : String(Int(p)))", Stats.percentile(samples, p) / 1000, "ms",
+                                      note: "\(samples.count) samples"))
+            }
+        }
+        let added = (Stats.percentile(through, 99) - Stats.percentile(raw, 99)) / 1000
+        figures.append(Figure("latency", "\(rate)/s p99 added by the bridge", added, "ms"))
+        if rate == 10_000 {
+            targets.append(Target(name: "p99 latency added at 10k events/s", goal: "≤ 2 ms", measured: String(format: "%.2f ms", added),
+                                  score: 2 / max(added, 0.01)))
+        }
     }
-}, baselineName: "JSONSerialization parse only", baseline: {
-    for data in frameData {
-        let object = try JSONSerialization.jsonObject(with: data)
-        if object is NSDictionary { sink &+= 1 }
-    }
-})
-try compare("DDP encode + EJSON serialize (ours)", ours: {
-    for message in decoded { sink &+= message.encode().count }
-}, baselineName: "JSONSerialization serialize", baseline: {
-    for object in foundationObjects { sink &+= try JSONSerialization.data(withJSONObject: object).count }
-})
+}
 
-let commit = ProcessInfo.processInfo.environment["GIT_COMMIT"] ?? "unknown"
-let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
-print("EJSON hot path, median of \(runs) runs of \(secondsPerRun) s, \(machine), commit \(commit)")
-print("| benchmark | messages/s | vs baseline |")
-print("|---|---:|---:|")
-for row in rows {
-    print("| \(row.name) | \(Int(row.messagesPerSecond)) | \(row.ratio == 1 ? "baseline" : String(format: "%.2f×", row.ratio)) |")
+if parts.contains("rest") {
+    let seconds = smoke ? 1.0 : 8.0
+    say("REST with wrk (\(RESTBench.threads) threads, \(RESTBench.connections) connections, \(Int(seconds)) s per run)…")
+    let token = try await HTTP.session(port: bridge.port, login: #"{"username":"alice","password":"secret"}"#)
+    for body in [#"{"name":"tasks"}"#, #"{"name":"bulk","params":[1000],"timeout":60000}"#] {
+        let reply = try await HTTP.request(port: bridge.port, .POST, "/v1/subscriptions", token: token, body: body)
+        guard reply.status == 201 || reply.status == 200 else { throw BenchError("subscribe failed: \(reply.body)") }
+    }
+    let docPath = "/v1/collections/tasks/task-a1"
+    let document = try await HTTP.request(port: bridge.port, .GET, docPath, token: token)
+    let bare = try await RESTBench.bareServer(path: docPath, body: document.body)
+    let script = FileManager.default.temporaryDirectory.appendingPathComponent("ddp-bench-post.lua").path
+    try #"wrk.method = "POST"; wrk.body = '["x"]'; wrk.headers["Content-Type"] = "application/json""#.write(toFile: script, atomically: true, encoding: .utf8)
+    var bareRuns: [RESTBench.Load] = [], docRuns: [RESTBench.Load] = [], queryRuns: [RESTBench.Load] = []
+    var methodRuns: [RESTBench.Load] = [], directRuns: [RESTBench.Load] = []
+    let query = "/v1/collections/bulk?selector=%7B%22group%22%3A%22g3%22%7D&limit=1000"
+    for _ in 0..<runs {
+        bareRuns.append(try RESTBench.wrk("http://127.0.0.1:\(bare.port)\(docPath)", seconds: seconds))
+        docRuns.append(try RESTBench.wrk("http://127.0.0.1:\(bridge.port)\(docPath)", seconds: seconds, token: token))
+        queryRuns.append(try RESTBench.wrk("http://127.0.0.1:\(bridge.port)\(query)", seconds: seconds, token: token))
+        directRuns.append(try await RESTBench.directCalls(url: upstreamURL, seconds: seconds, workers: RESTBench.connections))
+        methodRuns.append(try RESTBench.wrk("http://127.0.0.1:\(bridge.port)/v1/methods/echo", seconds: seconds, token: token, script: script))
+    }
+    await bare.stop()
+    func medianLoad(_ loads: [RESTBench.Load]) -> RESTBench.Load {
+        RESTBench.Load(requestsPerSecond: Stats.median(loads.map(\.requestsPerSecond)), p50: Stats.median(loads.map(\.p50)), p99: Stats.median(loads.map(\.p99)))
+    }
+    let rows: [(String, RESTBench.Load, String?, RESTBench.Load?)] = [
+        ("bare Hummingbird route, same bytes (HTTP ceiling)", medianLoad(bareRuns), nil, nil),
+        ("GET one cached document", medianLoad(docRuns), "bare route", medianLoad(bareRuns)),
+        ("GET selector query over 1,000 documents (100 match)", medianLoad(queryRuns), "bare route", medianLoad(bareRuns)),
+        ("direct DDP method calls, one connection (upstream ceiling)", medianLoad(directRuns), nil, nil),
+        ("POST method call", medianLoad(methodRuns), "direct DDP calls", medianLoad(directRuns)),
+    ]
+    for (name, load, baselineName, baseline) in rows {
+        figures.append(Figure("rest", name, load.requestsPerSecond, "req/s", baseline: baselineName, baselineValue: baseline?.requestsPerSecond,
+                              note: String(format: "p50 %.2f ms, p99 %.2f ms", load.p50, load.p99)))
+    }
+    let docRatio = medianLoad(docRuns).requestsPerSecond / medianLoad(bareRuns).requestsPerSecond
+    let methodRatio = medianLoad(methodRuns).requestsPerSecond / medianLoad(directRuns).requestsPerSecond
+    targets.append(Target(name: "GET one cached document vs bare Hummingbird route", goal: "≥ 80%", measured: String(format: "%.0f%%", docRatio * 100), score: docRatio / 0.8))
+    targets.append(Target(name: "POST method call vs direct DDP call", goal: "≥ 70%", measured: String(format: "%.0f%%", methodRatio * 100), score: methodRatio / 0.7))
 }
-struct Report: Codable {
-    let date: String
-    let commit: String
-    let machine: String
-    let rows: [Row]
+
+await bridge.stop()
+
+if parts.contains("sessions") {
+    for count in smoke ? [20] : [1_000, 5_000] {
+        say("sessions: \(count), each with a subscription and an open stream (the bridge as its own process)…")
+        let result = try await SessionsBench.run(upstream: upstreamURL, sessions: count)
+        figures.append(Figure("sessions", "\(count) sessions: memory per session", result.kibPerSession, "KiB",
+                              note: "RSS \(result.rssBeforeKiB / 1024) → \(result.rssAfterKiB / 1024) MiB"))
+        figures.append(Figure("sessions", "\(count) sessions: time to open", result.secondsToOpen, "s",
+                              note: String(format: "%.0f sessions/s (32 at a time)", Double(count) / result.secondsToOpen)))
+        if count == 5_000 || smoke {
+            targets.append(Target(name: "memory per idle session (sub + stream), \(count) sessions", goal: "≤ 48 KiB",
+                                  measured: String(format: "%.1f KiB", result.kibPerSession), score: 48 / max(result.kibPerSession, 0.1)))
+        }
+    }
 }
-let report = Report(date: ISO8601DateFormatter().string(from: Date()), commit: commit, machine: machine, rows: rows)
-try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
-let encoder = JSONEncoder()
-encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-try encoder.encode(report).write(to: URL(fileURLWithPath: outputDirectory).appendingPathComponent("ejson.json"))
-if sink == 42 { print("") }
+
+await upstream.stop()
+try Report.write(figures: figures, targets: targets, smoke: smoke, to: outputDirectory)
+say(try String(contentsOfFile: outputDirectory + "/results.md", encoding: .utf8))

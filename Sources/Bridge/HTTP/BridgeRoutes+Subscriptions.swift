@@ -39,9 +39,10 @@ extension BridgeRoutes {
                     }
                 }
             }
-            var results = [Result<SubscriptionInfo, BridgeError>?](repeating: nil, count: requests.count)
-            for await (index, result) in group { results[index] = result }
-            return results.map { $0! }
+            var collected: [(Int, Result<SubscriptionInfo, BridgeError>)] = []
+            collected.reserveCapacity(requests.count)
+            for await outcome in group { collected.append(outcome) }
+            return collected.sorted { $0.0 < $1.0 }.map(\.1)
         }
         if !isGroup {
             switch outcomes[0] {

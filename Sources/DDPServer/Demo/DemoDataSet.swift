@@ -58,11 +58,14 @@ public enum DemoDataSet {
         ]
     }
 
-    /// `ticker [rate per second, count]`: `ticks`/`t1` is added as `{n: 0, rate, count}`, then its
-    /// `n` changes `count` times at `rate` (count 0: until unsubscribed; at most 100,000 per second).
+    /// `ticker [rate per second, count, stamp]`: `ticks`/`t1` is added as `{n: 0, rate, count}`, then its
+    /// `n` changes `count` times at `rate` (count 0: until unsubscribed; at most 1,000,000 per second).
+    /// With `stamp` true each change also carries `at`: when it was sent, in microseconds of
+    /// `monotonicMicroseconds()` (for latency measured in one process).
     static let ticker = Publication { run in
-        let rate = min(max(run.params.first?.numberValue ?? 10, 0.001), 100_000)
+        let rate = min(max(run.params.first?.numberValue ?? 10, 0.001), 1_000_000)
         let count = max(run.params.dropFirst().first?.intValue ?? 10, 0)
+        let stamp = run.params.dropFirst(2).first == .bool(true)
         run.added("ticks", "t1", ["n": 0, "rate": .number(rate), "count": .int(count)])
         run.ready()
         run.run { handle in
@@ -74,7 +77,12 @@ public enum DemoDataSet {
                 if count > 0 { due = min(due, count) }
                 due = min(due, n + 1_000)
                 if due > n {
-                    let batch = (n + 1...due).map { ServerMessage.changed(collection: "ticks", id: "t1", fields: ["n": .int($0)], cleared: []) }
+                    let at: EJSON? = stamp ? .int(DemoDataSet.monotonicMicroseconds()) : nil
+                    let batch = (n + 1...due).map { i in
+                        var fields: EJSONObject = ["n": .int(i)]
+                        if let at { fields["at"] = at }
+                        return ServerMessage.changed(collection: "ticks", id: "t1", fields: fields, cleared: [])
+                    }
                     await handle.publish(batch)
                     n = due
                 } else {
@@ -83,6 +91,13 @@ public enum DemoDataSet {
                 }
             }
         }
+    }
+
+    /// Microseconds on the system's monotonic clock (shared by every thread and process of the machine).
+    public static func monotonicMicroseconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int(now.tv_sec) * 1_000_000 + Int(now.tv_nsec) / 1_000
     }
 
     /// `bulk [n]`: `n` documents (at most 200,000) `b1`…`bn` in `bulk`, with a number, a group and some text.
