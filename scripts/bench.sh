@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-dpkg -s wrk >/dev/null 2>&1 || { [ "$(id -u)" -eq 0 ] && s="" || s="sudo"; $s apt-get install -y -qq --no-install-recommends wrk >/dev/null; }
+ensure_packages wrk
 swift build -c release --product ddp-bench && swift build -c release --product ddp-bridge
 GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" .build/release/ddp-bench --out bench-results "$@"

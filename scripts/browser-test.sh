@@ -2,21 +2,12 @@
 # The web console in a real browser: installs Chromium and its driver (Debian) and Selenium
 # (PyPI) when missing, starts the demo bridge on loopback (port 0) and runs
 # Tests/browser/console_test.py against it. Screenshots: .build/browser-artifacts/.
-# Expects the debug build to exist (scripts/test.sh builds it first).
+# Runs $DDP_BRIDGE_BIN (default: the debug build, which must exist; scripts/test.sh uses the release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-for package in chromium chromium-driver; do
-    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "browser-test: installing ${missing[*]}"
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source scripts/setup.sh
+ensure_packages chromium chromium-driver
 venv=.build/pyenv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -c "import selenium" >/dev/null 2>&1 \
@@ -25,7 +16,7 @@ venv=.build/pyenv
 artifacts=.build/browser-artifacts
 rm -rf "$artifacts"
 log=$(mktemp)
-.build/debug/ddp-bridge demo --port 0 --ddp-port 0 --login-rate-limit 1000 --public-dir public >"$log" 2>&1 &
+"${DDP_BRIDGE_BIN:-.build/debug/ddp-bridge}" demo --port 0 --ddp-port 0 --login-rate-limit 1000 --public-dir public >"$log" 2>&1 &
 bridge=$!
 trap 'kill -INT $bridge 2>/dev/null; wait $bridge 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 1 100); do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the HTTP contract: validates openapi.yaml (and, statically, the Dockerfile), then runs a bounded schemathesis session
 # against a live bridge (demo mode: the bridge on the embedded demo DDP server, loopback only).
-# Expects the debug build to exist (scripts/test.sh builds it first).
+# Runs $DDP_BRIDGE_BIN (default: the debug build, which must exist; scripts/test.sh uses the release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +15,7 @@ fi
 "$venv/bin/python" scripts/check-docker.py
 
 log=$(mktemp)
-.build/debug/ddp-bridge demo --port 0 --ddp-port 0 --login-rate-limit 100000 >"$log" 2>&1 &
+"${DDP_BRIDGE_BIN:-.build/debug/ddp-bridge}" demo --port 0 --ddp-port 0 --login-rate-limit 100000 >"$log" 2>&1 &
 bridge=$!
 trap 'kill -INT $bridge 2>/dev/null; wait $bridge 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 1 100); do

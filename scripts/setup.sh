@@ -4,17 +4,20 @@
 # (WebSocket compression), pkg-config, and openssl (the TLS tests make a certificate). Source it or run it; it is quiet when all is there.
 set -euo pipefail
 
-missing=()
-for package in libssl-dev zlib1g-dev pkg-config openssl; do
-    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+# Installs the Debian packages named that are not installed yet (quiet when all are there).
+ensure_packages() {
+    local missing=() package sudo=""
+    for package in "$@"; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
     echo "setup: installing ${missing[*]}"
-    sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_packages libssl-dev zlib1g-dev pkg-config openssl
 
 if ! command -v swift >/dev/null 2>&1; then
     if [ -x /opt/swift/usr/bin/swift ]; then

@@ -14,6 +14,11 @@ swift test --disable-xctest 2>&1 | tee .build/test-output.txt
 # disturb the timing of the others.
 DDP_BRIDGE_HEAVY_TESTS=1 swift test --disable-xctest --skip-build --filter aConsumerThatStopsReadingIsCutOffWithAReason 2>&1 | tee .build/test-output-heavy.txt
 
+# The release build: the contract and browser checks run against it (so release-only
+# faults show up), and the benchmark harness needs it.
+swift build -c release --product ddp-bench && swift build -c release --product ddp-bridge
+export DDP_BRIDGE_BIN=.build/release/ddp-bridge
+
 # The HTTP contract: openapi.yaml is valid and the running server keeps it.
 scripts/contract-test.sh
 
@@ -22,8 +27,7 @@ scripts/browser-test.sh
 
 # Benchmarks are not tests; this seconds-long run of every part only keeps the harness from
 # rotting (its figures mean nothing). wrk (Debian) drives the REST part.
-dpkg -s wrk >/dev/null 2>&1 || { [ "$(id -u)" -eq 0 ] && s="" || s="sudo"; $s apt-get install -y -qq --no-install-recommends wrk >/dev/null; }
-swift build -c release --product ddp-bench && swift build -c release --product ddp-bridge
+ensure_packages wrk
 GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" timeout 600 .build/release/ddp-bench --smoke --out .build/bench-smoke
 
 count=0
