@@ -253,10 +253,14 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
         case .head(let head):
             consumer?.counts.withLockedValue { $0.status = Int(head.status.code) }
         case .body(let buffer):
-            buffer.withUnsafeReadableBytes { bytes in
-                for byte in bytes {
-                    if byte == 0x0A { endLine() } else { line.append(byte) }
+            if stamp {
+                buffer.withUnsafeReadableBytes { bytes in
+                    for byte in bytes {
+                        if byte == 0x0A { endLine() } else { line.append(byte) }
+                    }
                 }
+            } else {
+                countEvents(buffer)
             }
             flush()
         case .end:
@@ -267,6 +271,31 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelInactive(context: ChannelHandlerContext) {
         consumer?.counts.withLockedValue { $0.closed = true }
+    }
+
+    /// Counting only (no stamps): finds each `event: <name>` line with `memchr`, so that a
+    /// hundred consumers in the benchmark's own process cost little next to the bridge.
+    private var carry: [UInt8] = []
+    private lazy var needle: [UInt8] = Array("\nevent: ".utf8) + counting + [0x0A]
+
+    private func countEvents(_ buffer: ByteBuffer) {
+        var bytes = carry
+        bytes.append(contentsOf: buffer.readableBytesView)
+        let needle = self.needle
+        bytes.withUnsafeBufferPointer { all in
+            guard let base = all.baseAddress else { return }
+            var offset = 0
+            while offset < all.count, let hit = memchr(base + offset, 0x0A, all.count - offset) {
+                let position = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+                guard position + needle.count <= all.count else { break }
+                if memcmp(base + position, needle, needle.count) == 0 {
+                    pendingCounted += 1
+                    pendingEvents += 1
+                }
+                offset = position + 1
+            }
+        }
+        carry = Array(bytes.suffix(needle.count - 1))
     }
 
     private static let eventPrefix = Array("event: ".utf8)

@@ -32,8 +32,11 @@ enum SessionsBench {
     /// One session with a `tasks` subscription and an open stream.
     static func openOne(port: Int, into streams: NIOLockedValueBox<[SSEConsumer]>) async throws {
         let token = try await HTTP.session(port: port)
+        let parts = ProcessInfo.processInfo.environment["BENCH_PARTS"] ?? "sub,stream"
+        if !parts.contains("sub") && !parts.contains("stream") { return }
         let sub = try await HTTP.request(port: port, .POST, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
         guard sub.status == 201 || sub.status == 200 else { throw BenchError("subscribe failed: \(sub.status) \(sub.body)") }
+        if !parts.contains("stream") { return }
         let stream = try await SSEConsumer.open(port: port, "/v1/events?collections=tasks", token: token, counting: "added")
         try await stream.waitUntilOpen()
         streams.withLockedValue { $0.append(stream) }
@@ -41,8 +44,10 @@ enum SessionsBench {
 
     static func run(upstream: String, sessions count: Int, concurrency: Int = 32) async throws -> Result {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try bridgeBinary())
-        process.arguments = ["serve", "--upstream", upstream, "--port", "0", "--log-level", "notice", "--public-dir", "none",
+        // DDP_BENCH_WRAP runs the bridge under a profiler, e.g. "valgrind --tool=massif".
+        let wrapper = ProcessInfo.processInfo.environment["DDP_BENCH_WRAP"].map { $0.split(separator: " ").map(String.init) } ?? []
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = wrapper + [try bridgeBinary(), "serve", "--upstream", upstream, "--port", "0", "--log-level", "notice", "--public-dir", "none",
                              "--max-sessions", "100000", "--max-sessions-per-address", "100000", "--login-rate-limit", "1000000",
                              "--max-subscriptions-per-session", "10"]
         let pipe = Pipe()
@@ -60,7 +65,7 @@ enum SessionsBench {
             pipe.fileHandleForReading.readabilityHandler = nil
         }
         var port = 0
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(wrapper.isEmpty ? 30 : 300)
         while port == 0 {
             guard ContinuousClock.now < deadline, process.isRunning else {
                 throw BenchError("the bridge process did not start: \(output.withLockedValue { $0 })")

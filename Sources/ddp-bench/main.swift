@@ -126,7 +126,7 @@ if parts.contains("rest") {
 await bridge.stop()
 
 if parts.contains("sessions") {
-    for count in smoke ? [20] : [1_000, 5_000] {
+    for count in smoke ? [20] : (option("--sessions").map { [Int($0) ?? 1_000] } ?? [1_000, 5_000]) {
         say("sessions: \(count), each with a subscription and an open stream (the bridge as its own process)…")
         let result = try await SessionsBench.run(upstream: upstreamURL, sessions: count)
         figures.append(Figure("sessions", "\(count) sessions: memory per session", result.kibPerSession, "KiB",

@@ -10,7 +10,7 @@ public struct EventLog: Sendable {
     public init(capacity: Int) {
         precondition(capacity > 0)
         self.capacity = capacity
-        ring.reserveCapacity(min(capacity, 1024))
+        // No reservation: most sessions log few events, and a reserved ring cost ~80 KiB each.
     }
 
     public var lastID: UInt64 { nextID - 1 }

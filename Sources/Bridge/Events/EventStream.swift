@@ -1,5 +1,6 @@
 public import DDP
 import CoreMetrics
+import NIOCore
 
 /// What a stream delivers: some collections, one document, or a live query over one collection.
 public struct StreamFilter: Sendable {
@@ -62,12 +63,12 @@ final class EventStream: Sendable {
     /// Routes one session event through the filter (and the live query) into the buffer.
     func deliver(_ event: SessionEvent) {
         guard let collection = event.collection, let id = event.documentID else {
-            enqueue([event.frame])
+            enqueue(event.frame)
             return
         }
         guard filter.admits(collection: collection, id: id) else { return }
         guard let selector = filter.selector else {
-            enqueue([event.frame])
+            enqueue(event.frame)
             return
         }
         let inside = event.document.map { selector.matches(DocumentQuery.withID(id, $0)) } ?? false
@@ -87,34 +88,47 @@ final class EventStream: Sendable {
                 return nil
             }
         }
-        if let frame { enqueue([frame]) }
+        if let frame { enqueue(frame) }
     }
 
     func setMatching(_ ids: Set<String>) { state.withLock { $0.matching = ids } }
 
     /// Adds frames; past the limit the buffer is dropped and the stream ends with a reason.
     func enqueue(_ frames: [[UInt8]]) {
-        let rang = state.withLock { state -> Bool in
-            guard state.ending == nil else {
-                state.dropped += frames.count
-                return false
-            }
-            for frame in frames {
-                state.frames.append(frame)
-                state.bytes += frame.count
-            }
-            if state.bytes > limit {
-                state.dropped += state.frames.count
-                state.frames = []
-                state.bytes = 0
-                state.ending = SSEFrame.encode(id: nil, event: "error", data: [
-                    "error": "slow-consumer",
-                    "reason": .string("The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up"),
-                ])
-            }
+        let ring = state.withLock { state -> Bool in
+            var ring = false
+            for frame in frames { ring = Self.append(frame, to: &state, limit: limit) || ring }
+            return ring
+        }
+        if ring { bell.yield() }
+    }
+
+    /// Adds one frame (the fan-out path: no array per event and stream).
+    func enqueue(_ frame: [UInt8]) {
+        if state.withLock({ Self.append(frame, to: &$0, limit: limit) }) { bell.yield() }
+    }
+
+    /// Appends under the lock; whether the writer must be woken (the buffer was empty: a
+    /// non-empty buffer has a ring pending already, and the writer takes everything).
+    private static func append(_ frame: [UInt8], to state: inout State, limit: Int) -> Bool {
+        guard state.ending == nil else {
+            state.dropped += 1
+            return false
+        }
+        let wasEmpty = state.frames.isEmpty
+        state.frames.append(frame)
+        state.bytes += frame.count
+        if state.bytes > limit {
+            state.dropped += state.frames.count
+            state.frames = []
+            state.bytes = 0
+            state.ending = SSEFrame.encode(id: nil, event: "error", data: [
+                "error": "slow-consumer",
+                "reason": .string("The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up"),
+            ])
             return true
         }
-        if rang { bell.yield() }
+        return wasEmpty
     }
 
     /// Ends the stream after what is buffered, with a last frame.
@@ -125,20 +139,21 @@ final class EventStream: Sendable {
         bell.yield()
     }
 
-    /// What the writer sends next: the buffered frames, and the ending if the stream is over.
-    func take() -> (bytes: [UInt8], ending: [UInt8]?) {
-        let (out, ending, delivered, dropped) = state.withLock { state in
-            var out: [UInt8] = []
-            out.reserveCapacity(state.bytes)
-            for frame in state.frames { out.append(contentsOf: frame) }
-            let counts = (state.frames.count, state.dropped)
+    /// What the writer sends next: the buffered frames (swapped out under the lock, copied
+    /// once into one buffer outside it), and the ending if the stream is over.
+    func take() -> (bytes: ByteBuffer?, ending: [UInt8]?) {
+        let (frames, size, ending, dropped) = state.withLock { state in
+            let taken = (state.frames, state.bytes, state.ending, state.dropped)
             state.frames = []
             state.bytes = 0
             state.dropped = 0
-            return (out, state.ending, counts.0, counts.1)
+            return taken
         }
-        if delivered > 0 { metrics?.eventsDelivered.increment(by: delivered) }
+        if !frames.isEmpty { metrics?.eventsDelivered.increment(by: frames.count) }
         if dropped > 0 { metrics?.eventsDropped.increment(by: dropped) }
-        return (out, ending)
+        guard !frames.isEmpty else { return (nil, ending) }
+        var buffer = ByteBufferAllocator().buffer(capacity: size)
+        for frame in frames { buffer.writeBytes(frame) }
+        return (buffer, ending)
     }
 }

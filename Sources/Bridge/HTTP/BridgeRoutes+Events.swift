@@ -40,29 +40,20 @@ extension BridgeRoutes {
             if let subscription { _ = session.unsubscribe(subscription.id) }
             throw error
         }
-        let heartbeat = configuration.heartbeatInterval
         let retry = configuration.streamRetryMilliseconds
         let body = ResponseBody { writer in
             do {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
                 // On shutdown the stream is told, then ends (the HTTP server waits for open requests).
+                // Heartbeats come from the registry, like any other frame.
                 try await withGracefulShutdownHandler {
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            while true {
-                                try await Task.sleep(for: heartbeat)
-                                stream.enqueue([SSEFrame.heartbeat])
-                            }
-                        }
-                        defer { group.cancelAll() }
-                        for await _ in stream.rings {
-                            // Everything buffered goes out in one write (coalesced frames).
-                            let (bytes, ending) = stream.take()
-                            if !bytes.isEmpty { try await writer.write(ByteBuffer(bytes: bytes)) }
-                            if let ending {
-                                try await writer.write(ByteBuffer(bytes: ending))
-                                return
-                            }
+                    for await _ in stream.rings {
+                        // Everything buffered goes out in one write (coalesced frames).
+                        let (bytes, ending) = stream.take()
+                        if let bytes { try await writer.write(bytes) }
+                        if let ending {
+                            try await writer.write(ByteBuffer(bytes: ending))
+                            return
                         }
                     }
                 } onGracefulShutdown: {

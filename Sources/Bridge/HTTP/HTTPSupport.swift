@@ -39,21 +39,30 @@ enum HTTPSupport {
 
     /// The credential a request carries: `Authorization: Bearer`, the session cookie, or `?token=`.
     static func credential(_ request: Request) -> (token: String, fromBearer: Bool)? {
+        // On every request: plain UTF-8 work, no Foundation (its trimming showed in profiles).
         if let header = request.headers[.authorization] {
-            let parts = header.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" {
-                let token = parts[1].trimmingCharacters(in: .whitespaces)
-                if !token.isEmpty { return (token, true) }
+            let parts = header.utf8.split(separator: UInt8(ascii: " "), maxSplits: 1)
+            if parts.count == 2, parts[0].count == 6, String(Substring(parts[0])).lowercased() == "bearer" {
+                let token = trimmed(Substring(parts[1]))
+                if !token.isEmpty { return (String(token), true) }
             }
         }
         for cookieHeader in request.headers[values: .cookie] {
             for pair in cookieHeader.split(separator: ";") {
-                let kv = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+                let kv = trimmed(pair).split(separator: "=", maxSplits: 1)
                 if kv.count == 2, kv[0] == cookieName { return (String(kv[1]), false) }
             }
         }
         if let token = HTTPSupport.query(request, "token"), !token.isEmpty { return (token, false) }
         return nil
+    }
+
+    /// `text` without leading and trailing spaces and tabs.
+    static func trimmed(_ text: Substring) -> Substring {
+        var text = text
+        while let first = text.utf8.first, first == 0x20 || first == 0x09 { text = text.dropFirst() }
+        while let last = text.utf8.last, last == 0x20 || last == 0x09 { text = text.dropLast() }
+        return text
     }
 
     /// A query parameter's value, form-decoded (`+` is a space, then percent-decoding); the first wins.

@@ -12,6 +12,8 @@ public struct BridgeMetrics: Sendable {
     let eventsDelivered: CoreMetrics.Counter
     let eventsDropped: CoreMetrics.Counter
     let methodDuration: CoreMetrics.Timer
+    /// Request counters by "route status", made once each (making one per request showed in profiles).
+    private let requestCounters = LockedState<[String: CoreMetrics.Counter]>([:])
 
     public init() {
         registry = PrometheusCollectorRegistry()
@@ -28,7 +30,15 @@ public struct BridgeMetrics: Sendable {
     }
 
     func countRequest(route: String, status: Int) {
-        CoreMetrics.Counter(label: "ddp_bridge_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory).increment()
+        let key = "\(status) \(route)"
+        let counter = requestCounters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = CoreMetrics.Counter(
+                label: "ddp_bridge_http_requests_total", dimensions: [("route", route), ("status", String(status))], factory: factory)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     /// Sets the gauges from the sessions as they are now, and returns the Prometheus text.

@@ -3,6 +3,13 @@ import DDPClient
 import HTTPTypes
 
 extension Session {
+    /// A comment line to every open stream, so proxies keep idle streams open (the registry
+    /// calls this for all sessions: one task, rather than one per stream).
+    func heartbeat() {
+        let streams = state.withLock { Array($0.streams.values) }
+        for stream in streams { stream.enqueue(SSEFrame.heartbeat) }
+    }
+
     /// Where a new stream starts.
     enum StreamStart: Sendable {
         /// Live changes only.

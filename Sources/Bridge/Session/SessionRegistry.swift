@@ -139,6 +139,7 @@ public final class SessionRegistry: Service, Sendable {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.sweep() }
+                group.addTask { await self.heartbeats() }
                 group.addTask {
                     // Shutdown began (see `shutdownGrace`): after the grace period, sessions whose
                     // requests are still in flight are closed under them, so the server can stop.
@@ -184,6 +185,14 @@ public final class SessionRegistry: Service, Sendable {
         func run() async throws {
             do { try await gracefulShutdown() } catch { return }
             registry.beginShutdown()
+        }
+    }
+
+    /// Every heartbeat interval: a comment line to every open stream.
+    private func heartbeats() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: configuration.heartbeatInterval)
+            for session in allSessions { session.heartbeat() }
         }
     }
 

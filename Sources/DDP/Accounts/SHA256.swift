@@ -3,21 +3,30 @@ import CLibCrypto
 /// SHA-256 through the system's libcrypto.
 public enum SHA256Digest {
     public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        let input = Array(bytes)
         var out = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
-        input.withUnsafeBufferPointer { inBuf in
+        func digest(_ input: UnsafeBufferPointer<UInt8>) {
             out.withUnsafeMutableBufferPointer { outBuf in
-                _ = SHA256(inBuf.baseAddress, inBuf.count, outBuf.baseAddress)
+                _ = SHA256(input.baseAddress, input.count, outBuf.baseAddress)
             }
+        }
+        if bytes.withContiguousStorageIfAvailable(digest) == nil {
+            Array(bytes).withUnsafeBufferPointer(digest)
         }
         return out
     }
 
     /// Lower-case hex of the SHA-256 of a string's UTF-8 bytes (Meteor's password digest).
+    /// On the request path (session tokens are looked up by it), so built straight from bytes.
     public static func hex(_ text: String) -> String {
-        hash(Array(text.utf8)).map { byte in
-            let hex = Array("0123456789abcdef")
-            return String([hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
-        }.joined()
+        let digest = hash(text.utf8)
+        return String(unsafeUninitializedCapacity: digest.count * 2) { out in
+            for (i, byte) in digest.enumerated() {
+                out[2 * i] = hexDigits[Int(byte >> 4)]
+                out[2 * i + 1] = hexDigits[Int(byte & 0x0F)]
+            }
+            return digest.count * 2
+        }
     }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 }
