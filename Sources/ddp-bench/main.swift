@@ -61,19 +61,25 @@ if parts.contains("sse") {
 if parts.contains("latency") {
     for rate in [1_000, 10_000] {
         let count = smoke ? rate / 10 : rate * 3
-        say("SSE latency at \(rate) changes/s (\(count) changes)…")
-        let raw = try await SSEBench.rawTickerLatencies(url: upstreamURL, rate: rate, count: count).sorted()
-        let through = try await SSEBench.bridgeTickerLatencies(bridgePort: bridge.port, rate: rate, count: count).sorted()
+        say("SSE latency at \(rate) changes/s (\(count) changes), \(runs) runs each…")
+        // Alternating runs; each percentile is the median over the runs (single runs are noisy here).
+        var raw: [[Double]] = [], through: [[Double]] = []
+        for _ in 0..<runs {
+            raw.append(try await SSEBench.rawTickerLatencies(url: upstreamURL, rate: rate, count: count).sorted())
+            through.append(try await SSEBench.bridgeTickerLatencies(bridgePort: bridge.port, rate: rate, count: count).sorted())
+        }
+        func percentile(_ runs: [[Double]], _ p: Double) -> Double { Stats.median(runs.map { Stats.percentile($0, p) }) / 1000 }
         for (name, samples) in [("raw WebSocket", raw), ("through the bridge (SSE)", through)] {
             for p in [50.0, 99.0, 99.9] {
-                figures.append(Figure("latency", "\(rate)/s \(name) p\(p == 99.9 ? "99.9" : String(Int(p)))", Stats.percentile(samples, p) / 1000, "ms",
-                                      note: "\(samples.count) samples"))
+                figures.append(Figure("latency", "\(rate)/s \(name) p\(p == 99.9 ? "99.9" : String(Int(p)))", percentile(samples, p), "ms",
+                                      note: "\(samples.map(\.count).reduce(0, +)) samples in \(runs) runs"))
             }
         }
-        let added = (Stats.percentile(through, 99) - Stats.percentile(raw, 99)) / 1000
-        figures.append(Figure("latency", "\(rate)/s p99 added by the bridge", added, "ms"))
+        let added = percentile(through, 99) - percentile(raw, 99)
+        figures.append(Figure("latency", "\(rate)/s p99 added by the bridge", added, "ms", note: "bridge p99 − raw p99"))
         if rate == 10_000 {
-            targets.append(Target(name: "p99 latency added at 10k events/s", goal: "≤ 2 ms", measured: String(format: "%.2f ms", added),
+            targets.append(Target(name: "p99 latency added at 10k events/s", goal: "≤ 2 ms",
+                                  measured: String(format: "%.2f ms (bridge p99 %.2f ms)", added, percentile(through, 99)),
                                   score: 2 / max(added, 0.01)))
         }
     }

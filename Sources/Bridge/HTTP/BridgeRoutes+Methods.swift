@@ -35,7 +35,7 @@ extension BridgeRoutes {
 
 extension String {
     var removingPercentEncoding: String? {
-        guard contains("%") else { return self }
+        guard utf8.contains(UInt8(ascii: "%")) else { return self }
         var bytes: [UInt8] = []
         var iterator = utf8.makeIterator()
         while let byte = iterator.next() {

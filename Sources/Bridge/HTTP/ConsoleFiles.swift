@@ -22,11 +22,13 @@ struct SecurityHeadersMiddleware: RouterMiddleware {
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         + "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
         response.headers[.contentSecurityPolicy] = Self.contentSecurityPolicy
         response.headers[.xContentTypeOptions] = "nosniff"
-        response.headers[.init("Referrer-Policy")!] = "no-referrer"
+        response.headers[Self.referrerPolicy] = "no-referrer"
         return response
     }
 }
