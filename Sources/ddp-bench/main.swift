@@ -21,7 +21,8 @@ let runs = smoke ? 1 : 3
 
 var figures: [Figure] = []
 var targets: [Target] = []
-func say(_ text: String) { print(text) }
+/// Progress goes to standard error, unbuffered, so a failing run shows how far it got.
+func say(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
 func format(_ value: Double) -> String { value >= 100 ? String(Int(value.rounded())) : String(format: "%.2f", value) }
 
 if parts.contains("micro") {
@@ -29,9 +30,18 @@ if parts.contains("micro") {
     figures += try Micro.run(secondsPerRun: smoke ? 0.02 : 0.3, runs: smoke ? 1 : 5)
 }
 
-let upstream = try await startUpstream()
-let upstreamURL = await upstream.url
-let bridge = try await startBridge(upstream: upstreamURL)
+// Each part gets a fresh upstream server and bridge, so what one part leaves behind
+// (documents, closing connections) does not disturb the next one's figures.
+var upstream = try await startUpstream()
+var upstreamURL = await upstream.url
+var bridge = try await startBridge(upstream: upstreamURL)
+@MainActor func freshServers() async throws {
+    await bridge.stop()
+    await upstream.stop()
+    upstream = try await startUpstream()
+    upstreamURL = await upstream.url
+    bridge = try await startBridge(upstream: upstreamURL)
+}
 
 if parts.contains("sse") {
     let count = smoke ? 2_000 : 100_000
@@ -59,6 +69,7 @@ if parts.contains("sse") {
 }
 
 if parts.contains("latency") {
+    try await freshServers()
     for rate in [1_000, 10_000] {
         let count = smoke ? rate / 10 : rate * 3
         say("SSE latency at \(rate) changes/s (\(count) changes), \(runs) runs each…")
@@ -86,6 +97,7 @@ if parts.contains("latency") {
 }
 
 if parts.contains("rest") {
+    try await freshServers()
     let seconds = smoke ? 1.0 : 8.0
     say("REST with wrk (\(RESTBench.threads) threads, \(RESTBench.connections) connections, \(Int(seconds)) s per run)…")
     let token = try await HTTP.session(port: bridge.port, login: #"{"username":"alice","password":"secret"}"#)
@@ -132,6 +144,9 @@ if parts.contains("rest") {
 await bridge.stop()
 
 if parts.contains("sessions") {
+    await upstream.stop()
+    upstream = try await startUpstream()
+    upstreamURL = await upstream.url
     for count in smoke ? [20] : (option("--sessions").map { [Int($0) ?? 1_000] } ?? [1_000, 5_000]) {
         say("sessions: \(count), each with a subscription and an open stream (the bridge as its own process)…")
         let result = try await SessionsBench.run(upstream: upstreamURL, sessions: count)
@@ -148,4 +163,4 @@ if parts.contains("sessions") {
 
 await upstream.stop()
 try Report.write(figures: figures, targets: targets, smoke: smoke, to: outputDirectory)
-say(try String(contentsOfFile: outputDirectory + "/results.md", encoding: .utf8))
+print(try String(contentsOfFile: outputDirectory + "/results.md", encoding: .utf8))
