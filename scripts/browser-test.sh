@@ -15,15 +15,7 @@ venv=.build/pyenv
 
 artifacts=.build/browser-artifacts
 rm -rf "$artifacts"
-log=$(mktemp)
-"${DDP_BRIDGE_BIN:-.build/debug/ddp-bridge}" demo --port 0 --ddp-port 0 --login-rate-limit 1000 --public-dir public >"$log" 2>&1 &
-bridge=$!
-trap 'kill -INT $bridge 2>/dev/null; wait $bridge 2>/dev/null || true; rm -f "$log"' EXIT
-for _ in $(seq 1 100); do
-    url=$(grep -oE 'ddp-bridge: +http://[0-9.:]+' "$log" | awk '{print $2}' || true)
-    [ -n "$url" ] && break
-    sleep 0.1
-done
-[ -n "${url:-}" ] || { echo "the demo bridge did not start:"; cat "$log"; exit 1; }
+source scripts/demo-bridge.sh
+start_demo --login-rate-limit 1000 --public-dir public
 grep -q "web console:     open $url/" "$log" || { echo "the demo did not print the console's URL:"; cat "$log"; exit 1; }
 timeout 300 "$venv/bin/python" Tests/browser/console_test.py "$url" "$artifacts"

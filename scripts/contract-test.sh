@@ -14,16 +14,8 @@ fi
 # No Docker engine runs here: the Dockerfile and compose file are checked statically.
 "$venv/bin/python" scripts/check-docker.py
 
-log=$(mktemp)
-"${DDP_BRIDGE_BIN:-.build/debug/ddp-bridge}" demo --port 0 --ddp-port 0 --login-rate-limit 100000 >"$log" 2>&1 &
-bridge=$!
-trap 'kill -INT $bridge 2>/dev/null; wait $bridge 2>/dev/null || true; rm -f "$log"' EXIT
-for _ in $(seq 1 100); do
-    url=$(grep -oE 'ddp-bridge: +http://[0-9.:]+' "$log" | awk '{print $2}' || true)
-    [ -n "$url" ] && break
-    sleep 0.1
-done
-[ -n "${url:-}" ] || { echo "the demo bridge did not start:"; cat "$log"; exit 1; }
+source scripts/demo-bridge.sh
+start_demo --login-rate-limit 100000
 
 token=$(curl -sf -X POST "$url/v1/sessions" -d '{"username":"alice","password":"secret"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 curl -sf -X POST "$url/v1/subscriptions" -H "Authorization: Bearer $token" -d '[{"name":"tasks"},{"name":"typed"}]' >/dev/null

@@ -1,5 +1,6 @@
 import Bridge
 import DDP
+import DDPClient
 import DDPServer
 import Foundation
 import Hummingbird
@@ -74,6 +75,21 @@ func startUpstream() async throws -> LocalDDPServer {
     try await DemoDataSet.seed(server.core)
     try await server.start()
     return server
+}
+
+/// The project's DDP client, connected to `url` (bounded wait); cancel the task to stop it.
+func connectedClient(url: String) async throws -> (DDPClient, Task<Void, Never>) {
+    let client = DDPClient(options: DDPClientOptions(url: url), logger: quietLogger)
+    let runner = Task { await client.run() }
+    let deadline = ContinuousClock.now + .seconds(20)
+    while await !client.isConnected {
+        guard ContinuousClock.now < deadline else {
+            runner.cancel()
+            throw BenchError("the DDP client did not connect")
+        }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    return (client, runner)
 }
 
 /// A Hummingbird application run in its own service group, on a loopback port.

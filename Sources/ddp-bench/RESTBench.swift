@@ -52,14 +52,8 @@ enum RESTBench {
 
     /// `workers` concurrent callers of `echo` over one DDP connection for `seconds`.
     static func directCalls(url: String, seconds: Double, workers: Int) async throws -> Load {
-        let client = DDPClient(options: DDPClientOptions(url: url), logger: quietLogger)
-        let runner = Task { await client.run() }
+        let (client, runner) = try await connectedClient(url: url)
         defer { runner.cancel() }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while await !client.isConnected {
-            guard ContinuousClock.now < deadline else { throw BenchError("the DDP client did not connect") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
         let samples = NIOLockedValueBox<[Double]>([])
         let start = ContinuousClock.now
         let end = start + .milliseconds(Int64(seconds * 1000))

@@ -42,14 +42,8 @@ enum SSEBench {
     /// The project's own DDP client: subscribe to `bulk [n]` and wait for `ready` (parsing every
     /// message and filling its document cache).
     static func clientBulkRate(url: String, count: Int) async throws -> Double {
-        let client = DDPClient(options: DDPClientOptions(url: url), logger: quietLogger)
-        let runner = Task { await client.run() }
+        let (client, runner) = try await connectedClient(url: url)
         defer { runner.cancel() }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while await !client.isConnected {
-            guard ContinuousClock.now < deadline else { throw BenchError("the DDP client did not connect") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
         let start = ContinuousClock.now
         _ = try await client.subscribe("bulk", params: [.int(count)], timeout: .seconds(120))
         let seconds = (ContinuousClock.now - start).seconds
