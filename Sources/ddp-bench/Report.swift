@@ -15,13 +15,22 @@ enum Report {
         let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
             .split(separator: "\n").first { $0.hasPrefix("model name") }
             .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" } ?? "unknown CPU"
-        return "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu ?? "")), \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
+        return "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
     }
 
     static func write(figures: [Figure], targets: [Target], smoke: Bool, to folder: String) throws {
         let date = ISO8601DateFormatter().string(from: Date())
         let commit = ProcessInfo.processInfo.environment["GIT_COMMIT"] ?? "unknown"
-        let document = Document(date: date, commit: commit, machine: machine, smoke: smoke, figures: figures, targets: targets)
+        try write(Document(date: date, commit: commit, machine: machine, smoke: smoke, figures: figures, targets: targets), to: folder)
+    }
+
+    /// Writes the Markdown and the plot again from a folder's results.json (`--replot`).
+    static func replot(_ folder: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: folder).appendingPathComponent("results.json"))
+        try write(try JSONDecoder().decode(Document.self, from: data), to: folder)
+    }
+
+    static func write(_ document: Document, to folder: String) throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -59,7 +68,7 @@ enum Report {
 
     /// Each target's score (measured over goal; 1 = just met) as a horizontal bar, the goal as a line.
     static func plot(_ document: Document) -> String {
-        let width = 760.0, rowHeight = 34.0, left = 330.0, right = 40.0
+        let width = 1040.0, rowHeight = 34.0, left = 420.0, right = 300.0
         let height = 70 + rowHeight * Double(max(document.targets.count, 1))
         let maxScore = max(2, (document.targets.map(\.score).max() ?? 1).rounded(.up))
         let scale = (width - left - right) / maxScore

@@ -6,7 +6,9 @@ import Foundation
 // The benchmark harness. Starts the in-process demo DDP server and the bridge on loopback,
 // drives bounded load, and writes results.json, results.md and plot.svg to the output folder.
 //
-// Usage: ddp-bench [--smoke] [--out DIR] [--only micro,sse,latency,rest,sessions]
+// Usage: ddp-bench [--smoke] [--out DIR] [--only micro,sse,latency,rest,sessions] [--sessions N]
+//        ddp-bench --replot [--out DIR]   (results.md and plot.svg again from results.json)
+// DDP_BENCH_WRAP runs the bridge process of the sessions part under a profiler (e.g. heaptrack).
 // `--smoke` runs every part for a moment (the test command uses it so the harness cannot rot).
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -18,12 +20,15 @@ let smoke = arguments.contains("--smoke")
 let outputDirectory = option("--out") ?? "bench-results"
 let parts = Set((option("--only") ?? "micro,sse,latency,rest,sessions").split(separator: ",").map(String.init))
 let runs = smoke ? 1 : 3
+if arguments.contains("--replot") {
+    try Report.replot(outputDirectory)
+    exit(0)
+}
 
 var figures: [Figure] = []
 var targets: [Target] = []
 /// Progress goes to standard error, unbuffered, so a failing run shows how far it got.
 func say(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
-func format(_ value: Double) -> String { value >= 100 ? String(Int(value.rounded())) : String(format: "%.2f", value) }
 
 if parts.contains("micro") {
     say("micro-benchmarks…")
@@ -65,7 +70,7 @@ if parts.contains("sse") {
     let ratio = Stats.median(one) / rawRate
     targets.append(Target(name: "SSE to 1 consumer vs raw WebSocket receive", goal: "≥ 50%", measured: String(format: "%.0f%%", ratio * 100), score: ratio / 0.5))
     targets.append(Target(name: "\(fanConsumers) consumers of one session, aggregate", goal: "≥ 1,000,000 events/s",
-                          measured: "\(format(Stats.median(fan))) events/s", score: Stats.median(fan) / 1_000_000))
+                          measured: "\(Report.number(Stats.median(fan))) events/s", score: Stats.median(fan) / 1_000_000))
 }
 
 if parts.contains("latency") {
