@@ -548,8 +548,10 @@ function handleEvent(name, id, text) {
       }
       break;
     case "reset":
+      // The bridge could not resume this stream: everything shown is reloaded.
       state.shown.clear();
       refreshCollections();
+      refreshDocuments();
       loadSubscriptions();
       break;
     case "error":

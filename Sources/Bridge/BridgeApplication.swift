@@ -1,6 +1,5 @@
 public import Hummingbird
 import HummingbirdCore
-import DDP
 public import Logging
 public import NIOCore
 
@@ -31,7 +30,7 @@ public enum BridgeApplication {
         routes.register(on: router)
         // The read timeout closes connections that are slow to send a request or idle between
         // requests; Hummingbird leaves a connection alone while its response (a stream) is running.
-        let server = HTTPServerBuilder.http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.readTimeout.seconds * 1e9))))
+        let server = HTTPServerBuilder.http1(configuration: .init(idleTimeout: TimeAmount(configuration.readTimeout)))
         let application = Application(
             router: router, server: server, configuration: http, services: [registry, probe], onServerRunning: onServerRunning,
             logger: logger)

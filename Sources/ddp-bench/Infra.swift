@@ -124,16 +124,12 @@ func startBridge(upstream: String, configure: (inout BridgeConfiguration) -> Voi
     configuration.streamBufferLimit = 64 << 20
     configuration.publicFolder = nil
     configure(&configuration)
-    var registryService: (any Service)?
-    let server = try await RunningServer.start({ onRunning in
-        let (application, registry) = BridgeApplication.make(
+    return try await RunningServer.start { onRunning in
+        BridgeApplication.make(
             configuration: configuration, http: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)), logger: quietLogger,
-            onServerRunning: onRunning)
-        registryService = registry.shutdownGrace
-        return application
-    })
-    _ = registryService
-    return server
+            onServerRunning: onRunning
+        ).application
+    }
 }
 
 // MARK: - A small HTTP/1.1 client (one request per connection)
@@ -192,9 +188,7 @@ enum HTTP {
 /// event loop as bytes arrive.
 final class SSEConsumer: Sendable {
     struct Counts: Sendable {
-        var events = 0
         var counted = 0
-        var firstCounted: ContinuousClock.Instant?
         var lastCounted: ContinuousClock.Instant?
         var latencies: [Double] = []
         var status = 0
@@ -254,7 +248,6 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
     private var line: [UInt8] = []
     private var name: [UInt8] = []
     private var data: [UInt8] = []
-    private var pendingEvents = 0
     private var pendingCounted = 0
     private var pendingLatencies: [Double] = []
 
@@ -306,7 +299,6 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
                 guard position + needle.count <= all.count else { break }
                 if memcmp(base + position, needle, needle.count) == 0 {
                     pendingCounted += 1
-                    pendingEvents += 1
                 }
                 offset = position + 1
             }
@@ -319,13 +311,10 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
 
     private func endLine() {
         if line.isEmpty {
-            if !name.isEmpty || !data.isEmpty {
-                pendingEvents += 1
-                if name == counting {
-                    pendingCounted += 1
-                    if stamp, let at = Self.stampValue(data) {
-                        pendingLatencies.append(Double(DemoDataSet.monotonicMicroseconds() - at))
-                    }
+            if name == counting {
+                pendingCounted += 1
+                if stamp, let at = Self.stampValue(data) {
+                    pendingLatencies.append(Double(DemoDataSet.monotonicMicroseconds() - at))
                 }
             }
             name.removeAll(keepingCapacity: true)
@@ -358,19 +347,14 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func flush() {
-        guard pendingEvents > 0 else { return }
+        guard pendingCounted > 0 else { return }
         let now = ContinuousClock.now
-        let (events, counted, latencies) = (pendingEvents, pendingCounted, pendingLatencies)
-        pendingEvents = 0
+        let (counted, latencies) = (pendingCounted, pendingLatencies)
         pendingCounted = 0
         pendingLatencies.removeAll(keepingCapacity: true)
         consumer?.counts.withLockedValue { counts in
-            counts.events += events
-            if counted > 0 {
-                if counts.firstCounted == nil { counts.firstCounted = now }
-                counts.lastCounted = now
-                counts.counted += counted
-            }
+            counts.lastCounted = now
+            counts.counted += counted
             counts.latencies += latencies
         }
     }

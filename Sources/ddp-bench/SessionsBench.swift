@@ -32,7 +32,7 @@ enum SessionsBench {
     /// One session with a `tasks` subscription and an open stream.
     static func openOne(port: Int, into streams: NIOLockedValueBox<[SSEConsumer]>) async throws {
         let token = try await HTTP.session(port: port)
-        let parts = ProcessInfo.processInfo.environment["BENCH_PARTS"] ?? "sub,stream"
+        let parts = ProcessInfo.processInfo.environment["DDP_BENCH_SESSION_PARTS"] ?? "sub,stream"
         if !parts.contains("sub") && !parts.contains("stream") { return }
         let sub = try await HTTP.request(port: port, .POST, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
         guard sub.status == 201 || sub.status == 200 else { throw BenchError("subscribe failed: \(sub.status) \(sub.body)") }

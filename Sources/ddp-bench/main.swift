@@ -8,7 +8,9 @@ import Foundation
 //
 // Usage: ddp-bench [--smoke] [--out DIR] [--only micro,sse,latency,rest,sessions] [--sessions N]
 //        ddp-bench --replot [--out DIR]   (results.md and plot.svg again from results.json)
-// DDP_BENCH_WRAP runs the bridge process of the sessions part under a profiler (e.g. heaptrack).
+// DDP_BENCH_WRAP runs the bridge process of the sessions part under a profiler (e.g. heaptrack);
+// DDP_BENCH_SESSION_PARTS ("none", "sub" or "sub,stream", the default) says what each session
+// gets there, to split its memory between the session, its subscription and its stream.
 // `--smoke` runs every part for a moment (the test command uses it so the harness cannot rot).
 
 let arguments = Array(CommandLine.arguments.dropFirst())

@@ -46,10 +46,7 @@ struct DemoCommand: AsyncParsableCommand {
         guard loginRateLimit > 0 else { throw ValidationError("--login-rate-limit must be at least 1") }
         var bridgeConfiguration = BridgeConfiguration(upstream: upstream)
         bridgeConfiguration.loginRateLimit = (loginRateLimit, .seconds(10))
-        var isFolder: ObjCBool = false
-        if FileManager.default.fileExists(atPath: publicDir, isDirectory: &isFolder), isFolder.boolValue {
-            bridgeConfiguration.publicFolder = publicDir
-        }
+        bridgeConfiguration.publicFolder = Settings.existingFolder(publicDir)
         let consoleLine = bridgeConfiguration.publicFolder == nil
             ? "web console:     not served (no folder '\(publicDir)'; see --public-dir)"
             : "web console:     open http://\(host):PORT/ in a browser"

@@ -40,6 +40,7 @@ import Testing
         (["upstream": "ws://m/websocket", "log-level": "loud"], "--log-level must be"),
         (["upstream": "ws://m/websocket", "log-format": "xml"], "--log-format (DDP_BRIDGE_LOG_FORMAT) must be human or json"),
         (["upstream": "ws://m/websocket", "cors-origins": "app.example"], "--cors-origins (DDP_BRIDGE_CORS_ORIGINS): 'app.example' is not an origin"),
+        (["upstream": "ws://m/websocket", "public-dir": "/nonexistent"], "--public-dir (DDP_BRIDGE_PUBLIC_DIR): '/nonexistent' is not a folder"),
         (["upstream": "wss://m/websocket", "upstream-ca-file": "/nonexistent/ca.pem"], "--upstream-ca-file (DDP_BRIDGE_UPSTREAM_CA_FILE): cannot read"),
     ])
     func badSettingsFailNamingTheSetting(flags: [String: String], message: String) {

@@ -47,6 +47,12 @@ public struct Settings: Sendable {
         Setting(flag: "log-format", help: "human or json (one JSON object per line)", defaultValue: "human"),
     ]
 
+    /// `path` when it names a folder, else `nil`.
+    public static func existingFolder(_ path: String) -> String? {
+        var isFolder: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && isFolder.boolValue ? path : nil
+    }
+
     public let host: String
     public let port: Int
     public let logLevel: String
@@ -131,11 +137,10 @@ public struct Settings: Sendable {
         switch value("public-dir") ?? "none" {
         case "none", "": configuration.publicFolder = nil
         case let folder:
-            var isFolder: ObjCBool = false
             // The default folder may simply be absent (the console is optional); a folder named on purpose must exist.
-            if FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue {
-                configuration.publicFolder = folder
-            } else if flags["public-dir"] != nil || environment[Self.all.first { $0.flag == "public-dir" }!.environment] != nil {
+            configuration.publicFolder = Self.existingFolder(folder)
+            let named = flags["public-dir"] != nil || environment["DDP_BRIDGE_PUBLIC_DIR"] != nil
+            if configuration.publicFolder == nil, named {
                 throw Invalid(description: "--public-dir (DDP_BRIDGE_PUBLIC_DIR): '\(folder)' is not a folder")
             }
         }

@@ -40,12 +40,9 @@ enum HTTPSupport {
     /// The credential a request carries: `Authorization: Bearer`, the session cookie, or `?token=`.
     static func credential(_ request: Request) -> (token: String, fromBearer: Bool)? {
         // On every request: plain UTF-8 work, no Foundation (its trimming showed in profiles).
-        if let header = request.headers[.authorization] {
-            let parts = header.utf8.split(separator: UInt8(ascii: " "), maxSplits: 1)
-            if parts.count == 2, parts[0].count == 6, String(Substring(parts[0])).lowercased() == "bearer" {
-                let token = trimmed(Substring(parts[1]))
-                if !token.isEmpty { return (String(token), true) }
-            }
+        if let header = request.headers[.authorization], header.prefix(7).lowercased() == "bearer " {
+            let token = trimmed(header.dropFirst(7))
+            if !token.isEmpty { return (String(token), true) }
         }
         for cookieHeader in request.headers[values: .cookie] {
             for pair in cookieHeader.split(separator: ";") {
