@@ -7,11 +7,19 @@ import NIOSSL
 import NIOWebSocket
 import WSClient
 import WSCompression
+import WSCore
 
 /// A DDP client connection over a WebSocket: the I/O shell around
 /// ``DDP/DDPConnectionStateMachine``. It lives as long as ``run()``: connects, reconnects
-/// with backoff, answers pings, and reports what happens through `onEvent`, synchronously
-/// and in order (no buffer between the connection and its owner).
+/// with backoff (paced by the shared ``ReconnectPacer``), answers pings, and reports what
+/// happens through `onEvent`, synchronously and in order (no buffer between the connection
+/// and its owner).
+///
+/// Every wait has a deadline and ends when its caller is cancelled: calls and subscriptions
+/// wait on continuations that a reply, a timer (one NIO scheduled task, no child tasks) or
+/// the cancellation handler resumes; a call that ends on this side leaves the state machine
+/// too (``DDP/DDPConnectionStateMachine/abandonMethod(_:)``), so it blocks nothing behind it.
+/// Each attempt's TCP, TLS and WebSocket upgrade run under one deadline (`UpstreamChannel`).
 public actor DDPClient {
     /// How a method call waits.
     public enum Completion: Sendable {
@@ -21,19 +29,35 @@ public actor DDPClient {
         case result
     }
 
+    struct MethodWaiter {
+        let completion: Completion
+        let continuation: CheckedContinuation<EJSON?, any Error>
+        let timer: Scheduled<Void>?
+    }
+
+    struct ReadyWaiter {
+        let number: Int
+        let continuation: CheckedContinuation<Void, any Error>
+        let timer: Scheduled<Void>?
+    }
+
     public let options: DDPClientOptions
     private let logger: Logger
     private let onEvent: @Sendable (DDPClientEvent) -> Void
     private var machine: DDPConnectionStateMachine
     private var outbox: AsyncStream<Outgoing>.Continuation?
-    private var methodWaiters: [String: (Completion, CheckedContinuation<EJSON?, any Error>)] = [:]
-    private var readyWaiters: [String: [(number: Int, continuation: CheckedContinuation<Void, any Error>)]] = [:]
+    private var methodWaiters: [String: MethodWaiter] = [:]
+    private var readyWaiters: [String: [ReadyWaiter]] = [:]
     private var nextWaiter = 0
     /// Recent `nosub` errors by subscription id (bounded), for waiters that arrive after it.
     private var recentStops: [String: DDPError] = [:]
     private var recentStopOrder: [String] = []
     private var reconnectDelay: Duration?
     private var closed = false
+    /// The pause between attempts, resumed by its timer, by ``close(reason:)`` or by cancellation.
+    private var pause: (continuation: CheckedContinuation<Void, Never>, timer: Scheduled<Void>?)?
+    /// The channel of the attempt in progress, closed from outside when the client closes.
+    private var attempt: ChannelHandle?
     public private(set) var state: ConnectionState = .idle
 
     enum Outgoing: Sendable {
@@ -59,28 +83,59 @@ public actor DDPClient {
     public var tokenExpires: Double? { machine.tokenExpires }
     public var subscriptions: [String: DDPConnectionStateMachine.Subscription] { machine.subscriptions }
     public var isConnected: Bool { machine.isConnected }
+    /// After a reconnect, until every subscription is ready again: the view is not live yet.
+    public var isResyncing: Bool { machine.isWaitingForQuiescence }
 
     // MARK: - Running
 
     /// Connects and keeps the connection up until ``close(reason:)`` or cancellation.
     public func run() async {
         perform(machine.start())
-        while !closed && !Task.isCancelled {
-            await connectOnce()
-            if closed || Task.isCancelled { break }
-            guard let delay = reconnectDelay else { break }
-            reconnectDelay = nil
-            await sleepUnlessClosed(delay)
-            perform(machine.reconnectTimerFired())
+        await withTaskCancellationHandler {
+            while !closed && !Task.isCancelled {
+                await connectOnce()
+                if closed || Task.isCancelled { break }
+                guard let delay = reconnectDelay else { break }
+                reconnectDelay = nil
+                await sleep(for: delay)
+                // After an outage every session wants back at once: take a paced slot.
+                await sleep(for: options.pacer.reserve())
+                if closed || Task.isCancelled { break }
+                perform(machine.reconnectTimerFired())
+            }
+        } onCancel: {
+            Task { await self.interrupt() }
         }
         if !closed { close(reason: "stopped") }
     }
 
-    /// Closes for good: pending calls fail, ``run()`` returns.
+    /// Closes for good: pending calls fail, ``run()`` returns (an attempt still connecting is cut).
     public func close(reason: String = "closed") {
         perform(machine.close(reason: reason))
         closed = true
+        interrupt()
+    }
+
+    /// Wakes a pause and cuts the attempt in progress (close, cancellation).
+    private func interrupt() {
         outbox?.yield(.close)
+        attempt?.close()
+        wake()
+    }
+
+    private func sleep(for delay: Duration) async {
+        guard delay > .zero, !closed, !Task.isCancelled else { return }
+        await withCheckedContinuation { continuation in
+            let timer = Self.schedule(after: delay) { client in client.wake() }(self)
+            pause = (continuation, timer)
+        }
+    }
+
+    private func wake() {
+        guard let current = pause else { return }
+        pause = nil
+        current.timer?.cancel()
+        current.continuation.resume()
     }
 
     private func connectOnce() async {
@@ -92,12 +147,18 @@ public actor DDPClient {
         if options.compression {
             configuration.extensions = [WebSocketExtensionFactory.perMessageDeflate(maxDecompressedFrameSize: options.maxMessageSize).build()]
         }
-        let tlsConfiguration = try? makeTLSConfiguration()
         let maxSize = options.maxMessageSize
         let tick = Self.tickInterval(options.protocolConfiguration)
+        let handle = ChannelHandle()
+        attempt = handle
+        var cause = DDPConnectionStateMachine.CloseCause.other
         do {
-            try await WebSocketClient.connect(url: options.url, configuration: configuration, tlsConfiguration: tlsConfiguration, logger: logger) {
-                inbound, outbound, _ in
+            let address = try UpstreamAddress(options.url)
+            let sslContext = try makeTLSConfiguration(address).map { try NIOSSLContext(configuration: $0) }
+            let channel = UpstreamChannel(
+                target: address, configuration: configuration, sslContext: sslContext,
+                handshakeTimeout: options.protocolConfiguration.connectTimeout, handle: handle
+            ) { inbound, outbound, _ in
                 let outgoing = await self.transportOpened()
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
@@ -126,17 +187,31 @@ public actor DDPClient {
                     group.cancelAll()
                 }
             }
+            if closed { handle.close() }
+            _ = try await ClientConnection(channel, address: .hostname(address.host, port: address.port), logger: logger).run()
         } catch is CancellationError {
         } catch {
-            logger.debug("upstream connection ended", metadata: ["error": "\(error)"])
+            if Self.isMessageTooLarge(error) {
+                cause = .messageTooLarge(limit: maxSize)
+                logger.warning("the upstream sent a message over the size limit", metadata: ["limit": "\(maxSize)"])
+            } else {
+                logger.debug("upstream connection ended", metadata: ["error": "\(error)"])
+            }
         }
+        attempt = nil
         outbox?.finish()
         outbox = nil
-        perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1)))
+        perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), cause: cause))
     }
 
-    private func makeTLSConfiguration() throws -> TLSConfiguration? {
-        guard options.url.hasPrefix("wss:") || options.url.hasPrefix("https:") else { return nil }
+    /// swift-websocket reports an oversized message or frame with an error of its own package.
+    private static func isMessageTooLarge(_ error: any Error) -> Bool {
+        let text = String(reflecting: error)
+        return text.contains("messageTooLarge") || text.contains("invalidFrameLength")
+    }
+
+    private func makeTLSConfiguration(_ address: UpstreamAddress) -> TLSConfiguration? {
+        guard address.secure else { return nil }
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile = options.tls.caFile { tls.trustRoots = .file(caFile) }
         if options.tls.allowSelfSigned { tls.certificateVerification = .none }
@@ -144,14 +219,7 @@ public actor DDPClient {
     }
 
     private static func tickInterval(_ configuration: DDPClientConfiguration) -> Duration {
-        min(.seconds(1), min(configuration.heartbeatInterval, configuration.heartbeatTimeout) / 4)
-    }
-
-    private func sleepUnlessClosed(_ delay: Duration) async {
-        let deadline = ContinuousClock.now + delay
-        while !closed && !Task.isCancelled && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: min(.milliseconds(50), deadline - ContinuousClock.now))
-        }
+        min(.seconds(1), min(configuration.heartbeatInterval, configuration.heartbeatTimeout, configuration.connectTimeout) / 4)
     }
 
     private func transportOpened() -> AsyncStream<Outgoing> {
@@ -188,10 +256,32 @@ public actor DDPClient {
         }
     }
 
+    // MARK: - Timers
+
+    /// One NIO scheduled task per deadline (a heap entry on an event loop, no Swift task); when
+    /// it fires, `body` runs on the actor.
+    private static func schedule(after delay: Duration, _ body: @escaping @Sendable (isolated DDPClient) -> Void)
+        -> (DDPClient) -> Scheduled<Void>
+    {
+        { client in
+            let amount = TimeAmount(min(max(delay, .zero), .seconds(86_400)))
+            return MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: amount) {
+                Task { await client.runIsolated(body) }
+            }
+        }
+    }
+
+    private func runIsolated(_ body: @Sendable (isolated DDPClient) -> Void) { body(self) }
+
+    private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> Scheduled<Void>? {
+        timeout.map { Self.schedule(after: $0, body)(self) }
+    }
+
     // MARK: - Calls
 
     /// Calls a method and returns its result (`nil` when it returned nothing).
-    /// Throws ``DDP/DDPError`` for the server's errors and ``DDPClientError`` for local ones.
+    /// Throws ``DDP/DDPError`` for the server's errors and ``DDPClientError`` for local ones
+    /// (timed out, cancelled, closed); a call that ends on this side is dropped from the connection.
     public func call(
         _ name: String, params: [EJSON] = [], options: MethodOptions = .default,
         until completion: Completion = .dataVisible, timeout: Duration? = nil
@@ -220,6 +310,33 @@ public actor DDPClient {
         _ = try await awaitMethod(completion: .dataVisible, timeout: timeout) { $0.logout() }
     }
 
+    private func awaitMethod(
+        completion: Completion, timeout: Duration?,
+        start: (inout DDPConnectionStateMachine) -> (id: String, actions: [DDPConnectionStateMachine.Action])
+    ) async throws -> EJSON? {
+        if Task.isCancelled { throw DDPClientError.cancelled }
+        let (id, actions) = start(&machine)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let timer = timer(timeout) { client in client.endMethod(id, DDPClientError.timedOut) }
+                methodWaiters[id] = MethodWaiter(completion: completion, continuation: continuation, timer: timer)
+                perform(actions)
+            }
+        } onCancel: {
+            Task { await self.endMethod(id, DDPClientError.cancelled) }
+        }
+    }
+
+    /// A call that ends on this side (deadline, cancelled caller) ends in the state machine too.
+    private func endMethod(_ id: String, _ error: DDPClientError) {
+        guard let waiter = methodWaiters.removeValue(forKey: id) else { return }
+        waiter.timer?.cancel()
+        waiter.continuation.resume(throwing: error)
+        perform(machine.abandonMethod(id))
+    }
+
+    // MARK: - Subscriptions
+
     /// Subscribes; with `waitUntilReady`, returns once `ready` arrives (throws the `nosub` error otherwise).
     @discardableResult
     public func subscribe(
@@ -231,98 +348,56 @@ public actor DDPClient {
             return id
         }
         // The waiter is registered before `sub` goes out, so neither `ready` nor `nosub` can be missed.
-        let number = takeWaiterNumber()
-        try await withDeadline(timeout) {
-            try await self.waitForReady(id, number: number, sending: actions)
-        } onTimeout: { client in
-            client.failReadyWaiter(id, number: number, DDPClientError.timedOut)
-        }
+        try await waitForReady(id, timeout: timeout, sending: actions)
         return id
     }
 
-    /// Waits until an existing subscription is ready; throws its `nosub` error, or
-    /// ``DDPClientError/timedOut``. Returns at once when it is ready already.
+    /// Waits until an existing subscription is ready; throws its `nosub` error,
+    /// ``DDPClientError/timedOut`` or ``DDPClientError/cancelled``. Returns at once when it is ready already.
     public func waitUntilReady(_ id: String, timeout: Duration? = nil) async throws {
         guard let subscription = machine.subscriptions[id] else {
             throw recentStops[id] ?? DDPError.meteor("subscription-stopped", "The subscription is not active")
         }
         if subscription.ready { return }
-        let number = takeWaiterNumber()
-        try await withDeadline(timeout) {
-            try await self.waitForReady(id, number: number, sending: [])
-        } onTimeout: { client in
-            client.failReadyWaiter(id, number: number, DDPClientError.timedOut)
-        }
+        try await waitForReady(id, timeout: timeout, sending: [])
     }
 
     public func unsubscribe(_ id: String) {
         perform(machine.unsubscribe(id))
     }
 
-    private func takeWaiterNumber() -> Int {
-        nextWaiter += 1
-        return nextWaiter
-    }
-
-    private func waitForReady(_ id: String, number: Int, sending actions: [DDPConnectionStateMachine.Action]) async throws {
-        try await withCheckedThrowingContinuation { continuation in
-            readyWaiters[id, default: []].append((number, continuation))
+    private func waitForReady(_ id: String, timeout: Duration?, sending actions: [DDPConnectionStateMachine.Action]) async throws {
+        if Task.isCancelled {
             perform(actions)
+            throw DDPClientError.cancelled
+        }
+        nextWaiter += 1
+        let number = nextWaiter
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let timer = timer(timeout) { client in client.failReadyWaiter(id, number: number, DDPClientError.timedOut) }
+                readyWaiters[id, default: []].append(ReadyWaiter(number: number, continuation: continuation, timer: timer))
+                perform(actions)
+            }
+        } onCancel: {
+            Task { await self.failReadyWaiter(id, number: number, DDPClientError.cancelled) }
         }
     }
 
     private func failReadyWaiter(_ id: String, number: Int, _ error: any Error) {
-        guard let index = readyWaiters[id]?.firstIndex(where: { $0.number == number }) else { return }
-        readyWaiters[id]!.remove(at: index).continuation.resume(throwing: error)
-        if readyWaiters[id]!.isEmpty { readyWaiters[id] = nil }
+        guard var waiters = readyWaiters[id], let index = waiters.firstIndex(where: { $0.number == number }) else { return }
+        let waiter = waiters.remove(at: index)
+        readyWaiters[id] = waiters.isEmpty ? nil : waiters
+        waiter.timer?.cancel()
+        waiter.continuation.resume(throwing: error)
     }
 
-    private func failReadyWaiters(_ id: String, _ error: any Error) {
-        for waiter in readyWaiters.removeValue(forKey: id) ?? [] { waiter.continuation.resume(throwing: error) }
-    }
-
-    private func awaitMethod(
-        completion: Completion, timeout: Duration?,
-        start: (inout DDPConnectionStateMachine) -> (id: String, actions: [DDPConnectionStateMachine.Action])
-    ) async throws -> EJSON? {
-        let (id, actions) = start(&machine)
-        return try await withDeadline(timeout) {
-            try await self.waitForMethod(id, completion: completion, actions: actions)
-        } onTimeout: { client in
-            client.methodWaiters.removeValue(forKey: id)?.1.resume(throwing: DDPClientError.timedOut)
+    private func resumeReadyWaiters(_ id: String, _ result: Result<Void, any Error>) {
+        for waiter in readyWaiters.removeValue(forKey: id) ?? [] {
+            waiter.timer?.cancel()
+            waiter.continuation.resume(with: result)
         }
     }
-
-    private func waitForMethod(_ id: String, completion: Completion, actions: [DDPConnectionStateMachine.Action]) async throws -> EJSON? {
-        try await withCheckedThrowingContinuation { continuation in
-            methodWaiters[id] = (completion, continuation)
-            perform(actions)
-        }
-    }
-
-    /// Runs `body`; if `timeout` passes first, calls `onTimeout` (which must make `body` finish).
-    private func withDeadline<T: Sendable>(
-        _ timeout: Duration?, _ body: @escaping @Sendable () async throws -> T, onTimeout: @escaping @Sendable (isolated DDPClient) -> Void
-    ) async throws -> T {
-        guard let timeout else { return try await body() }
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                if !Task.isCancelled { await self.runIsolated(onTimeout) }
-                return nil
-            }
-            while let next = try await group.next() {
-                if let value = next {
-                    group.cancelAll()
-                    return value
-                }
-            }
-            throw DDPClientError.timedOut
-        }
-    }
-
-    private func runIsolated(_ body: @Sendable (isolated DDPClient) -> Void) { body(self) }
 
     // MARK: - Performing actions
 
@@ -336,6 +411,7 @@ public actor DDPClient {
                 outbox?.yield(.frame(String(decoding: message.encode(), as: UTF8.self)))
             case .closeTransport:
                 outbox?.yield(.close)
+                attempt?.close()
             case .scheduleReconnect(let delay):
                 reconnectDelay = delay
             case .stateChanged(let newState):
@@ -343,16 +419,18 @@ public actor DDPClient {
                 logger.debug("connection state", metadata: ["ddp.state": "\(newState)"])
                 onEvent(.stateChanged(newState))
             case .methodResult(let id, let outcome):
-                if let waiter = methodWaiters[id], waiter.0 == .result {
+                if let waiter = methodWaiters[id], waiter.completion == .result {
                     methodWaiters[id] = nil
-                    waiter.1.resume(with: outcome.mapError { $0 as any Error })
+                    waiter.timer?.cancel()
+                    waiter.continuation.resume(with: outcome.mapError { $0 as any Error })
                 }
             case .methodCompleted(let id, let outcome):
                 if let waiter = methodWaiters.removeValue(forKey: id) {
-                    waiter.1.resume(with: outcome.mapError { $0 as any Error })
+                    waiter.timer?.cancel()
+                    waiter.continuation.resume(with: outcome.mapError { $0 as any Error })
                 }
             case .subscriptionReady(let id):
-                for waiter in readyWaiters.removeValue(forKey: id) ?? [] { waiter.continuation.resume() }
+                resumeReadyWaiters(id, .success(()))
                 onEvent(.subscriptionReady(id: id))
             case .subscriptionStopped(let id, let error):
                 if let error {
@@ -360,7 +438,7 @@ public actor DDPClient {
                     recentStopOrder.append(id)
                     if recentStopOrder.count > 256 { recentStops[recentStopOrder.removeFirst()] = nil }
                 }
-                failReadyWaiters(id, error ?? DDPError.meteor("subscription-stopped", "The subscription stopped before it was ready"))
+                resumeReadyWaiters(id, .failure(error ?? DDPError.meteor("subscription-stopped", "The subscription stopped before it was ready")))
                 onEvent(.subscriptionStopped(id: id, error: error))
             case .documentsChanged(let changes):
                 let documents = changes.map { machine.cache.document($0.collection, $0.id) }
@@ -373,12 +451,17 @@ public actor DDPClient {
             case .protocolError(let reason, _):
                 logger.warning("the upstream reported a protocol error", metadata: ["reason": "\(reason)"])
                 onEvent(.protocolError(reason: reason))
+            case .warning(let text):
+                logger.warning("\(text)")
             }
         }
         if case .closed = state {
-            for (_, waiter) in methodWaiters { waiter.1.resume(throwing: DDPClientError.closed("closed")) }
+            for (_, waiter) in methodWaiters {
+                waiter.timer?.cancel()
+                waiter.continuation.resume(throwing: DDPClientError.closed("closed"))
+            }
             methodWaiters = [:]
-            for id in Array(readyWaiters.keys) { failReadyWaiters(id, DDPClientError.closed("closed")) }
+            for id in Array(readyWaiters.keys) { resumeReadyWaiters(id, .failure(DDPClientError.closed("closed"))) }
         }
     }
 }

@@ -26,6 +26,8 @@ public struct DDPClientOptions: Sendable {
     public var maxMessageSize: Int
     /// Extra handshake headers, e.g. `X-Forwarded-For` carrying the end user's address.
     public var handshakeHeaders: HTTPFields
+    /// Paces reconnect attempts, shared by all the connections of a process.
+    public var pacer: ReconnectPacer
 
     public init(
         url: String,
@@ -33,8 +35,10 @@ public struct DDPClientOptions: Sendable {
         tls: TLS = TLS(),
         compression: Bool = false,
         maxMessageSize: Int = 16 << 20,
-        handshakeHeaders: HTTPFields = [:]
+        handshakeHeaders: HTTPFields = [:],
+        pacer: ReconnectPacer = .unlimited
     ) {
+        self.pacer = pacer
         self.url = url
         self.protocolConfiguration = protocolConfiguration
         self.tls = tls

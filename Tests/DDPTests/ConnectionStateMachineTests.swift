@@ -211,8 +211,8 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let (pending, _) = h.machine.callMethod("echo", params: ["again"])
 
         let closed = h.machine.transportClosed(at: h.now, unit: 0.5)
-        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .seconds(1)))))
-        #expect(closed.contains(.scheduleReconnect(after: .seconds(1))))
+        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500)))))
+        #expect(closed.contains(.scheduleReconnect(after: .milliseconds(500))))
         #expect(h.machine.reconnectTimerFired() == [.stateChanged(.connecting(attempt: 1)), .openTransport])
         _ = h.machine.transportOpened(at: h.now)
         let afterConnect = sent(h.receive(.connected(session: "S2")))
@@ -306,11 +306,16 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
 
     @Test func backoffGrowsWithJitterAndIsCapped() {
         let policy = ReconnectPolicy(initialDelay: .seconds(1), multiplier: 2, maxDelay: .seconds(30), jitter: 0.5)
-        #expect(policy.delay(attempt: 0, unit: 0.5) == .seconds(1))
-        #expect(policy.delay(attempt: 3, unit: 0.5) == .seconds(8))
-        #expect(policy.delay(attempt: 20, unit: 0.5) == .seconds(30))
-        #expect(policy.delay(attempt: 0, unit: 0) == .milliseconds(750))
-        #expect(policy.delay(attempt: 0, unit: 0.999_999) > .milliseconds(1_249))
+        #expect(policy.delay(attempt: 0, unit: 0.5) == .milliseconds(750))
+        #expect(policy.delay(attempt: 3, unit: 0.5) == .seconds(6))
+        #expect(policy.delay(attempt: 20, unit: 0.5) == .milliseconds(22_500))
+        #expect(policy.delay(attempt: 0, unit: 0) == .milliseconds(500))
+        #expect(policy.delay(attempt: 0, unit: 0.999_999) > .milliseconds(999))
+        // The default is full jitter: anywhere from zero to the backoff.
+        #expect(ReconnectPolicy().delay(attempt: 0, unit: 0) == .zero)
+        #expect(ReconnectPolicy().delay(attempt: 2, unit: 0.25) == .seconds(1))
+        // Out-of-range settings never trap.
+        #expect(ReconnectPolicy(initialDelay: .seconds(1), multiplier: 1e300, maxDelay: .seconds(1e12)).delay(attempt: 64, unit: 1) == .seconds(86_400))
         var h = Harness()
         h.connect()
         var delays: [Duration] = []
@@ -318,6 +323,6 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
             for case .scheduleReconnect(let d) in h.machine.transportClosed(at: h.now, unit: 0.5) { delays.append(d) }
             _ = h.machine.reconnectTimerFired()
         }
-        #expect(delays == [.seconds(1), .seconds(2), .seconds(4), .seconds(8)])
+        #expect(delays == [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4)])
     }
 }

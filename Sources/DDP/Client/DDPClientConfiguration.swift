@@ -7,16 +7,29 @@ public struct DDPClientConfiguration: Sendable, Equatable {
     /// How long a ping may go unanswered, with nothing else received, before the link is dead (15 s).
     public var heartbeatTimeout: Duration
     public var reconnect: ReconnectPolicy
+    /// How long an attempt may take from opening the transport to `connected`.
+    public var connectTimeout: Duration
+    /// How long a connection must stay up before the reconnect backoff starts over.
+    public var healthyAfter: Duration
+    /// How long the resync after a reconnect may wait for subscriptions and calls before what
+    /// arrived is swapped in anyway (a view must never stay frozen).
+    public var resyncTimeout: Duration
 
     public init(
         supportedVersions: [String] = ["1", "pre2", "pre1"],
         heartbeatInterval: Duration = .milliseconds(17_500),
         heartbeatTimeout: Duration = .seconds(15),
-        reconnect: ReconnectPolicy = .default
+        reconnect: ReconnectPolicy = .default,
+        connectTimeout: Duration = .seconds(15),
+        healthyAfter: Duration = .seconds(30),
+        resyncTimeout: Duration = .seconds(60)
     ) {
         self.supportedVersions = supportedVersions
         self.heartbeatInterval = heartbeatInterval
         self.heartbeatTimeout = heartbeatTimeout
         self.reconnect = reconnect
+        self.connectTimeout = connectTimeout
+        self.healthyAfter = healthyAfter
+        self.resyncTimeout = resyncTimeout
     }
 }

@@ -27,6 +27,16 @@ public struct DDPConnectionStateMachine: Sendable {
         case resumeRefused(DDPError)
         /// The server reported a protocol error about something this client sent.
         case protocolError(reason: String, offendingMessage: EJSON?)
+        /// Something the owner should log: the connection worked around a fault.
+        case warning(String)
+    }
+
+    /// Why the transport closed, when the shell knows more than "it closed".
+    public enum CloseCause: Sendable, Equatable {
+        case other
+        /// The upstream sent a message over the size limit (bytes). Re-sending what asked for it
+        /// would only loop: the subscriptions still starting and the calls awaiting a result fail.
+        case messageTooLarge(limit: Int)
     }
 
     enum MethodKind: Sendable, Equatable { case normal, login, logout, resume }
@@ -62,6 +72,7 @@ public struct DDPConnectionStateMachine: Sendable {
 
     /// State kept while waiting for quiescence after a reconnect (DDP-NOTES "Reconnecting").
     struct Reset: Sendable {
+        let startedAt: Instant
         var shadow = DocumentCache()
         var subsBeingRevived: Set<String>
         var methodsBlocking: Set<String>
@@ -85,6 +96,10 @@ public struct DDPConnectionStateMachine: Sendable {
     private var everConnected = false
     private var lastReceived: Instant?
     private var pingSentAt: Instant?
+    /// When the current connection got `connected` (the backoff resets only once it stayed up).
+    private var connectedAt: Instant?
+    /// When the current attempt opened its transport (the DDP handshake has a deadline).
+    private var openedAt: Instant?
 
     private var methods: [String: MethodCall] = [:]
     private var blocks: [MethodBlock] = []
@@ -108,6 +123,8 @@ public struct DDPConnectionStateMachine: Sendable {
 
     public var isConnected: Bool { phase == .connected }
     public var isWaitingForQuiescence: Bool { reset != nil }
+    /// Attempts since the connection last stayed up for ``DDPClientConfiguration/healthyAfter``.
+    public var failedAttempts: Int { attempt }
     public var pendingMethodCount: Int { methods.count }
 
     // MARK: - Lifecycle events
@@ -123,12 +140,13 @@ public struct DDPConnectionStateMachine: Sendable {
     public mutating func transportOpened(at now: Instant) -> [Action] {
         guard phase == .connecting else { return [] }
         lastReceived = now
+        openedAt = now
         pingSentAt = nil
         return [.send(.connect(version: version, support: configuration.supportedVersions))]
     }
 
     /// The WebSocket closed or could not be opened. `unit` is a uniform draw in [0, 1) for jitter.
-    public mutating func transportClosed(at now: Instant, unit: Double) -> [Action] {
+    public mutating func transportClosed(at now: Instant, unit: Double, cause: CloseCause = .other) -> [Action] {
         switch phase {
         case .closed, .idle, .waitingToReconnect: return []
         case .connecting, .connected: break
@@ -138,6 +156,14 @@ public struct DDPConnectionStateMachine: Sendable {
         sessionID = nil
         pingSentAt = nil
         reset = nil
+        openedAt = nil
+        // The backoff starts over only after a connection that stayed up: one that connects and
+        // then fails at once (an oversized document, a crashing publication) keeps backing off.
+        if let connectedAt, now - connectedAt >= configuration.healthyAfter { attempt = 0 }
+        connectedAt = nil
+        if case .messageTooLarge(let limit) = cause {
+            actions += failOversized(limit: limit)
+        }
         // Methods lose their place on the wire; at-most-once ones without a result fail now.
         for id in Array(methods.keys) {
             methods[id]!.sentOnThisConnection = false
@@ -187,9 +213,14 @@ public struct DDPConnectionStateMachine: Sendable {
             }
             return []
         }
-        // A connect that gets no answer at all is a dead link too.
+        // A connect that gets no `connected` in time is a dead link too.
         if phase == .connecting {
-            return now - lastReceived >= configuration.heartbeatInterval + configuration.heartbeatTimeout ? [.closeTransport] : []
+            guard let openedAt, now - openedAt >= configuration.connectTimeout else { return [] }
+            self.openedAt = nil
+            return [.warning("the upstream did not answer the DDP handshake within \(configuration.connectTimeout)"), .closeTransport]
+        }
+        if let current = reset, now - current.startedAt >= configuration.resyncTimeout {
+            return resyncTimedOut()
         }
         guard version != "pre1", now - lastReceived >= configuration.heartbeatInterval else { return [] }
         pingSentAt = now
@@ -212,7 +243,7 @@ public struct DDPConnectionStateMachine: Sendable {
         case .nosub(let id, let error): return nosub(id, error: error)
         case .result(let id, let outcome): return result(id, outcome: outcome)
         case .updated(let ids): return updated(ids)
-        case .error(let reason, let offending): return [.protocolError(reason: reason, offendingMessage: offending)]
+        case .error(let reason, let offending): return protocolError(reason, offending: offending)
         }
     }
 
@@ -220,13 +251,14 @@ public struct DDPConnectionStateMachine: Sendable {
         guard phase == .connecting else { return [] }
         phase = .connected
         sessionID = session
-        attempt = 0
+        connectedAt = lastReceived
+        openedAt = nil
         var actions: [Action] = [.stateChanged(.connected(session: session, version: version))]
         if everConnected {
             // A new server session: nothing of ours is there. Re-sync and wait for quiescence.
             var revive = Set<String>()
             for (id, sub) in subscriptions where sub.ready { revive.insert(id) }
-            reset = Reset(subsBeingRevived: revive, methodsBlocking: [])
+            reset = Reset(startedAt: lastReceived ?? .now, subsBeingRevived: revive, methodsBlocking: [])
             // Methods that already had their result but not their data: complete at quiescence.
             for (id, call) in methods where call.outcome != nil && !call.dataVisible {
                 methods[id]!.dataVisible = true
@@ -331,7 +363,66 @@ public struct DDPConnectionStateMachine: Sendable {
         return deferIfResetting(actions) + checkQuiescence()
     }
 
+    /// The server refused something we sent. A refused method would otherwise wait forever
+    /// (and hold every `wait` call behind it): it fails now with the server's reason.
+    private mutating func protocolError(_ reason: String, offending: EJSON?) -> [Action] {
+        var actions: [Action] = [.protocolError(reason: reason, offendingMessage: offending)]
+        if let offending, offending["msg"]?.stringValue == "method", let id = offending["id"]?.stringValue, methods[id] != nil {
+            let error = DDPError.meteor(400, "The upstream refused the call: \(reason)")
+            actions += deferIfResetting(finish(id, outcome: .failure(error), resultAlreadyReported: methods[id]?.outcome != nil))
+            reset?.methodsBlocking.remove(id)
+            actions += checkQuiescence()
+        }
+        return actions
+    }
+
+    /// After an oversized message: the subscriptions still starting and the calls sent on this
+    /// connection still awaiting their result are what may have asked for it; they fail with
+    /// the cause instead of being sent again (which would loop).
+    private mutating func failOversized(limit: Int) -> [Action] {
+        let reason = "The upstream sent a message larger than the \(limit)-byte limit"
+        var actions: [Action] = []
+        for id in subscriptionOrder where subscriptions[id]?.ready == false {
+            subscriptions[id] = nil
+            actions.append(.subscriptionStopped(id: id, error: .meteor("message-too-large", reason + " while this subscription was starting")))
+        }
+        subscriptionOrder.removeAll { subscriptions[$0] == nil }
+        for (id, call) in methods where call.sentOnThisConnection && call.outcome == nil && call.kind != .resume {
+            actions += finish(id, outcome: .failure(.meteor("message-too-large", reason + " while this call was running")), resultAlreadyReported: false)
+        }
+        return actions
+    }
+
+    /// A resync that does not finish (a subscription that never gets ready again) must not
+    /// freeze the view for good: what arrived is swapped in, and the owner is told.
+    private mutating func resyncTimedOut() -> [Action] {
+        guard let current = reset else { return [] }
+        let waiting = current.subsBeingRevived.sorted() + current.methodsBlocking.sorted()
+        reset!.subsBeingRevived = []
+        reset!.methodsBlocking = []
+        return [.warning("the resync after a reconnect did not finish within \(configuration.resyncTimeout); still waiting for \(waiting.joined(separator: ", "))")]
+            + checkQuiescence()
+    }
+
     // MARK: - Calls from the owner
+
+    /// The owner gave up on a call (it timed out or its caller went away). It leaves the
+    /// connection's books, so it blocks nothing behind it and is never sent again; a `result`
+    /// arriving later is ignored.
+    public mutating func abandonMethod(_ id: String) -> [Action] {
+        guard methods[id] != nil else { return [] }
+        methods[id] = nil
+        reset?.methodsBlocking.remove(id)
+        var actions: [Action] = []
+        if let index = blocks.firstIndex(where: { $0.methods.contains(id) }) {
+            blocks[index].methods.removeAll { $0 == id }
+            if blocks[index].methods.isEmpty {
+                blocks.remove(at: index)
+                if index == 0 { actions += sendFirstBlock() }
+            }
+        }
+        return actions + checkQuiescence()
+    }
 
     /// Starts a method call; returns its id. Sent now if its block is on the wire.
     public mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions = .default) -> (id: String, actions: [Action]) {

@@ -1,7 +1,9 @@
 import Foundation
 
-/// How long to wait before reconnecting: exponential backoff with jitter, so clients
-/// dropped together (a load balancer restart) do not all come back at once.
+/// How long to wait before reconnecting: exponential backoff with "full jitter" by default
+/// (a uniform draw between zero and the backoff), so clients dropped together (a load
+/// balancer or Meteor restart) spread out instead of coming back at once. A process-wide
+/// rate limit on top of this (the bridge's reconnect pacer) bounds the arrival rate.
 public struct ReconnectPolicy: Sendable, Equatable {
     /// Delay before the first retry.
     public var initialDelay: Duration
@@ -9,10 +11,11 @@ public struct ReconnectPolicy: Sendable, Equatable {
     public var multiplier: Double
     /// Upper bound of the delay, before jitter.
     public var maxDelay: Duration
-    /// Spread of the delay: 0.5 means ±25% around the nominal value.
+    /// Share of the delay that is random: 1 (full jitter) draws uniformly in [0, backoff);
+    /// 0.5 draws in [backoff/2, backoff); 0 is no jitter.
     public var jitter: Double
 
-    public init(initialDelay: Duration = .seconds(1), multiplier: Double = 2, maxDelay: Duration = .seconds(30), jitter: Double = 0.5) {
+    public init(initialDelay: Duration = .seconds(1), multiplier: Double = 2, maxDelay: Duration = .seconds(30), jitter: Double = 1) {
         self.initialDelay = initialDelay
         self.multiplier = multiplier
         self.maxDelay = maxDelay
@@ -23,10 +26,14 @@ public struct ReconnectPolicy: Sendable, Equatable {
 
     /// The delay before attempt `attempt` (0 for the first retry); `unit` is a uniform draw in [0, 1).
     public func delay(attempt: Int, unit: Double) -> Duration {
-        let base = initialDelay.seconds * pow(multiplier, Double(min(attempt, 64)))
+        let base = initialDelay.seconds * pow(max(multiplier, 1), Double(min(max(attempt, 0), 64)))
         let capped = min(base, maxDelay.seconds)
-        let factor = 1 - jitter / 2 + jitter * min(max(unit, 0), 1)
-        return .nanoseconds(Int64(capped * factor * 1e9))
+        let spread = min(max(jitter, 0), 1)
+        let factor = 1 - spread + spread * min(max(unit, 0), 1)
+        let nanoseconds = capped * factor * 1e9
+        // Settings are validated, but a delay is never worth a trap: clamp into a day.
+        guard nanoseconds.isFinite, nanoseconds > 0 else { return .zero }
+        return .nanoseconds(Int64(min(nanoseconds, 86_400e9)))
     }
 }
 

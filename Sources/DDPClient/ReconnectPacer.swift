@@ -1,0 +1,36 @@
+import DDP
+import NIOConcurrencyHelpers
+
+/// A process-wide token bucket for reconnect attempts: after an upstream outage every session
+/// wants to come back at once, and this spreads them out to at most `rate` attempts a second
+/// (after a burst of `burst`). Attempts reserve their slot and wait for it, first come first
+/// served, so the arrival rate at the upstream stays bounded whatever the number of sessions.
+public final class ReconnectPacer: Sendable {
+    public let rate: Double
+    public let burst: Double
+    private let state: NIOLockedValueBox<(tokens: Double, updated: ContinuousClock.Instant)>
+
+    /// `rate` attempts a second, `burst` at once; both at least 1 (`rate` ≤ 0 means unpaced).
+    public init(rate: Double, burst: Int) {
+        self.rate = rate.isFinite ? rate : 0
+        self.burst = Double(max(burst, 1))
+        self.state = NIOLockedValueBox((Double(max(burst, 1)), .now))
+    }
+
+    /// No pacing at all.
+    public static let unlimited = ReconnectPacer(rate: 0, burst: 1)
+
+    /// Takes a slot; returns how long to wait before using it (zero when one is free now).
+    public func reserve(now: ContinuousClock.Instant = .now) -> Duration {
+        guard rate > 0 else { return .zero }
+        return state.withLockedValue { state in
+            let elapsed = max(0, (now - state.updated).seconds)
+            state.tokens = min(burst, state.tokens + elapsed * rate)
+            state.updated = now
+            state.tokens -= 1
+            guard state.tokens < 0 else { return .zero }
+            // A debt of n tokens is paid off in n / rate seconds.
+            return .nanoseconds(Int64(min(-state.tokens / rate, 86_400) * 1e9))
+        }
+    }
+}
