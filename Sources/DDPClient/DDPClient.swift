@@ -342,6 +342,13 @@ public actor DDPClient {
     public func subscribe(
         _ name: String, params: [EJSON] = [], id: String? = nil, waitUntilReady: Bool = true, timeout: Duration? = nil
     ) async throws -> String {
+        // With an id of its own choosing the owner may ask twice (concurrent callers sharing
+        // one subscription): the second finds it, or the error that stopped it.
+        if let id, machine.subscriptions[id] != nil {
+            if waitUntilReady { try await self.waitUntilReady(id, timeout: timeout) }
+            return id
+        }
+        if let id, let stop = recentStops[id] { throw stop }
         let (id, actions) = machine.subscribe(name, params: params, id: id)
         guard waitUntilReady else {
             perform(actions)

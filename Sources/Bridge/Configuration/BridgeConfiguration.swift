@@ -52,6 +52,13 @@ public struct BridgeConfiguration: Sendable {
     public var publicFolder: String?
     /// On shutdown, requests in flight get this long to finish before sessions are closed under them.
     public var shutdownGrace: Duration = .seconds(10)
+    /// Largest message accepted from the upstream, in bytes (a larger one closes that connection,
+    /// and fails the subscriptions and calls that were waiting for it).
+    public var upstreamMaxMessageSize = 16 << 20
+    /// Reconnect attempts per second across all sessions, after a burst of `reconnectBurst`:
+    /// after a Meteor restart, sessions come back at this pace rather than all at once.
+    public var reconnectRate: Double = 100
+    public var reconnectBurst = 50
 
     public init(
         upstream: String,

@@ -31,7 +31,7 @@ extension BridgeRoutes {
         let session = try await session(request, context)
         return HTTPSupport.json([
             "id": .string(session.id),
-            "connection": session.connection.ejson,
+            "connection": await session.connectionReport(),
             "userId": session.userID.map(EJSON.string) ?? .null,
             "subscriptions": .array(session.subscriptions.map(\.ejson)),
             "createdAt": .string(session.createdAt.formatted(.iso8601)),

@@ -4,6 +4,9 @@ import CoreMetrics
 import Foundation
 import HTTPTypes
 public import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 
 
 /// One user's session: exactly one upstream DDP connection shared by all its requests,
@@ -21,6 +24,9 @@ public final class Session: Sendable {
         var hub: EventHub
         var streams: [Int: EventStream] = [:]
         var nextStream = 1
+        /// Requests waiting for the upstream connection to come up (see ``waitUntilConnected(timeout:)``).
+        var connectionWaiters: [Int: CheckedContinuation<Void, any Error>] = [:]
+        var nextWaiter = 0
     }
 
     /// A short id for logs; not the token.
@@ -40,7 +46,10 @@ public final class Session: Sendable {
 
     let metrics: BridgeMetrics
 
-    init(tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics) {
+    init(
+        tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger,
+        metrics: BridgeMetrics, pacer: ReconnectPacer = .unlimited
+    ) {
         let id = String(MeteorRandom.id().prefix(8))
         var logger = logger
         logger[metadataKey: "ddp.session"] = .string(id)
@@ -58,7 +67,7 @@ public final class Session: Sendable {
         self.flushBell = flushBell
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
-            compression: configuration.upstreamCompression)
+            compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
         options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress
         self.client = DDPClient(options: options, logger: logger) { event in
             if case .stateChanged(.reconnecting) = event { metrics.reconnects.increment() }
@@ -84,6 +93,17 @@ public final class Session: Sendable {
             case .stateChanged(let connection):
                 state.connection = connection
                 events = state.hub.event(.connection, connection.ejson, now: now)
+                switch connection {
+                case .connected:
+                    for waiter in state.connectionWaiters.values { waiter.resume() }
+                    state.connectionWaiters = [:]
+                case .closed(let reason):
+                    let error = BridgeError.upstreamUnavailable("The upstream connection is closed: \(reason)")
+                    for waiter in state.connectionWaiters.values { waiter.resume(throwing: error) }
+                    state.connectionWaiters = [:]
+                default:
+                    break
+                }
             case .subscriptionReady(let id):
                 state.subscriptions.markReady(id)
                 events = state.hub.event(.ready, ["subscriptions": [.string(id)]], now: now)
@@ -129,24 +149,68 @@ public final class Session: Sendable {
     }
 
     public var connection: ConnectionState { state.withLock { $0.connection } }
+
+    /// The connection as `GET /v1/session` reports it: `resyncing` (not `connected`) while the
+    /// view waits for its subscriptions after a reconnect, so a stuck view never looks healthy.
+    func connectionReport() async -> EJSON {
+        guard case .connected = connection, await client.isResyncing else { return connection.ejson }
+        guard case .object(var report) = connection.ejson else { return connection.ejson }
+        report["state"] = "resyncing"
+        return .object(report)
+    }
     var openStreamCount: Int { state.withLock { $0.streams.count } }
     public var userID: String? { state.withLock { $0.userID } }
 
-    /// Waits until the upstream connection is up, or answers 503.
+    /// Waits until the upstream connection is up, or answers 503 (after `timeout`, or at once
+    /// when the connection is closed for good); a cancelled request stops waiting.
     func waitUntilConnected(timeout: Duration) async throws(BridgeError) {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            switch connection {
-            case .connected: return
-            case .closed(let reason): throw .upstreamUnavailable("The upstream connection is closed: \(reason)")
-            default: break
+        do {
+            try await withThrowingDeadline(timeout) { number, continuation in
+                self.state.withLock { state in
+                    switch state.connection {
+                    case .connected: continuation.resume()
+                    case .closed(let reason): continuation.resume(throwing: BridgeError.upstreamUnavailable("The upstream connection is closed: \(reason)"))
+                    default: state.connectionWaiters[number] = continuation
+                    }
+                }
+            } end: { number, error in
+                self.state.withLock { $0.connectionWaiters.removeValue(forKey: number) }?.resume(throwing: error ?? self.unreachable())
             }
-            guard ContinuousClock.now < deadline else {
-                var retry = 5
-                if case .reconnecting(_, let delay) = connection { retry = max(1, Int(delay.seconds.rounded(.up))) }
-                throw .upstreamUnavailable("The upstream Meteor server is unreachable", retryAfter: retry)
+        } catch {
+            throw BridgeError.from(error)
+        }
+    }
+
+    /// 503 with the time until the next attempt as `Retry-After`.
+    private func unreachable() -> BridgeError {
+        var retry = 5
+        if case .reconnecting(_, let delay) = connection { retry = min(max(1, Int(delay.seconds.rounded(.up))), 300) }
+        return .upstreamUnavailable("The upstream Meteor server is unreachable", retryAfter: retry)
+    }
+
+    /// Registers a continuation (under a number) with `register`, and ends it through `end` when
+    /// `timeout` passes (`nil` error: the caller's own timeout error) or the task is cancelled.
+    private func withThrowingDeadline(
+        _ timeout: Duration,
+        register: @escaping @Sendable (Int, CheckedContinuation<Void, any Error>) -> Void,
+        end: @escaping @Sendable (Int, (any Error)?) -> Void
+    ) async throws {
+        let number = state.withLock { state -> Int in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        let timer = NIOLockedValueBox<Scheduled<Void>?>(nil)
+        defer { timer.withLockedValue { $0?.cancel() } }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                register(number, continuation)
+                // Armed after registering, so neither the deadline nor a cancellation can come first and be lost.
+                let amount = TimeAmount(min(max(timeout, .zero), .seconds(86_400)))
+                timer.withLockedValue { $0 = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: amount) { end(number, nil) } }
+                if Task.isCancelled { end(number, DDPClientError.cancelled) }
             }
-            try? await Task.sleep(for: .milliseconds(10))
+        } onCancel: {
+            end(number, DDPClientError.cancelled)
         }
     }
 
@@ -198,31 +262,23 @@ public final class Session: Sendable {
             return state.subscriptions.acquire(name, params) { "b" + MeteorRandom.id() }
         }
         do {
-            if acquired.isNew {
-                try await client.subscribe(name, params: params, id: acquired.id, waitUntilReady: false)
-                state.withLock { $0.subscriptions.markStarted(acquired.id) }
-            } else {
-                try await waitUntilStarted(acquired.id, timeout: timeout)
-            }
+            // Idempotent per id: a caller sharing a subscription a concurrent caller is still
+            // starting either starts it or finds it started, in the client actor's order.
+            try await client.subscribe(name, params: params, id: acquired.id, waitUntilReady: false)
             if wait { try await client.waitUntilReady(acquired.id, timeout: timeout) }
         } catch let error as DDPError {
             state.withLock { $0.subscriptions.remove(acquired.id) }
+            throw error
+        } catch {
+            // Timed out or cancelled: this caller's reference goes; the subscription lingers
+            // for others and is stopped upstream when nobody holds it.
+            let now = ContinuousClock.now
+            state.withLock { _ = $0.subscriptions.release(acquired.id, at: now) }
             throw error
         }
         return state.withLock { state in
             state.subscriptions.entries[acquired.id]?.info
                 ?? SubscriptionInfo(id: acquired.id, name: name, params: params, state: .pending, refs: 1)
-        }
-    }
-
-    /// A subscription shared with a concurrent caller may not be registered upstream yet: wait for that (bounded).
-    private func waitUntilStarted(_ id: String, timeout: Duration) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let started = state.withLock { $0.subscriptions.entries[id]?.started }
-            if started != false { return }
-            guard ContinuousClock.now < deadline else { throw DDPClientError.timedOut }
-            try await Task.sleep(for: .milliseconds(1))
         }
     }
 

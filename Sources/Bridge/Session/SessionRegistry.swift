@@ -1,4 +1,5 @@
 import DDP
+import DDPClient
 import Foundation
 import HTTPTypes
 public import Logging
@@ -24,6 +25,8 @@ public final class SessionRegistry: Service, Sendable {
     let configuration: BridgeConfiguration
     let logger: Logger
     let metrics: BridgeMetrics
+    /// Paces every session's reconnect attempts (one bucket for the process).
+    let pacer: ReconnectPacer
     private let state: LockedState<State>
     private let started: AsyncStream<Session>
     private let starter: AsyncStream<Session>.Continuation
@@ -35,6 +38,7 @@ public final class SessionRegistry: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
+        self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst)
         self.state = LockedState(State(logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval)))
         (started, starter) = AsyncStream<Session>.makeStream()
         (shutdownBegan, shutdownBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -52,7 +56,7 @@ public final class SessionRegistry: Service, Sendable {
         let hash = SessionToken.hash(token)
         let meteorKey = meteorToken.map(SessionToken.hash)
         let session = Session(tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration,
-                              logger: logger, metrics: metrics)
+                              logger: logger, metrics: metrics, pacer: pacer)
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.sessions.count < configuration.maxSessions else {

@@ -24,7 +24,6 @@ struct SharedSubscriptions: Sendable {
         let key: String
         var releaseAt: ContinuousClock.Instant?
         /// The upstream `sub` has been registered with the client.
-        var started = false
     }
 
     private(set) var entries: [String: Entry] = [:]
@@ -77,7 +76,6 @@ struct SharedSubscriptions: Sendable {
 
     mutating func markReady(_ id: String) { entries[id]?.info.state = .ready }
 
-    mutating func markStarted(_ id: String) { entries[id]?.started = true }
 
     mutating func remove(_ id: String) {
         guard let entry = entries.removeValue(forKey: id) else { return }
