@@ -23,6 +23,7 @@ struct BridgeHarness: Sendable {
     }
 
     static func run(
+        upstreamURL: String? = nil,
         configure: @Sendable (inout BridgeConfiguration) -> Void = { _ in },
         logger custom: Logger? = nil,
         _ body: @Sendable (BridgeHarness) async throws -> Void
@@ -30,7 +31,9 @@ struct BridgeHarness: Sendable {
         let upstream = LocalDDPServer(configuration: DemoDataSet.configuration, logger: Logger(label: "upstream"))
         try await DemoDataSet.seed(upstream.core)
         try await upstream.start()
-        var configuration = BridgeConfiguration(upstream: await upstream.url)
+        // The bridge talks to the in-process server, or to the test's own (fake) upstream.
+        let localURL = await upstream.url
+        var configuration = BridgeConfiguration(upstream: upstreamURL ?? localURL)
         configuration.connectTimeout = .seconds(10)
         configuration.subscriptionLinger = .milliseconds(200)
         configuration.loginRateLimit = (100, .seconds(10))

@@ -69,6 +69,9 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
             status = .forbidden
         case .string("not-found"):
             status = .notFound
+        case .string("message-too-large"):
+            // The upstream sent more than the bridge accepts in one message: not the caller's fault.
+            status = .badGateway
         case .string("connection-closed"):
             // The bridge's own client gave up on the call (its connection closed): not the caller's fault.
             status = .serviceUnavailable

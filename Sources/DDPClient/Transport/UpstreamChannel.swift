@@ -54,7 +54,10 @@ struct UpstreamChannel: ClientConnectionChannel {
     private func configureUpgrade(channel: any Channel, logger: Logger) throws -> EventLoopFuture<Upgrade> {
         let extensionBuilders = configuration.extensions
         let upgrader = NIOTypedWebSocketClientUpgrader<Upgrade>(
-            maxFrameSize: configuration.maxFrameSize,
+            // NIO's precondition: a frame limit fits in 32 bits.
+            maxFrameSize: min(max(configuration.maxFrameSize, 1), Int(UInt32.max)),
+            // Protocol errors (an oversized frame) reach the reader as errors, so the owner learns the cause.
+            enableAutomaticErrorHandling: false,
             upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
                     let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)

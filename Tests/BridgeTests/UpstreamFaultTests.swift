@@ -1,0 +1,169 @@
+import Bridge
+import DDP
+import DDPServer
+import FaultKit
+import Foundation
+import Logging
+import HTTPTypes
+import Testing
+
+/// Faults of the upstream, each through the public surface: real HTTP against a running bridge
+/// whose upstream is the in-process DDP server or a scripted fake one.
+@Suite(.timeLimit(.minutes(2))) struct UpstreamFaultTests {
+    /// Waits until `condition` holds (checked on each event of `probe`), at most `timeout`.
+    private func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("timed out waiting for \(what)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    @Test func aCallTheUpstreamNeverAnswersDoesNotWedgeTheSession() async throws {
+        let upstream = FakeUpstream { connection in
+            try await connection.handshake()
+            try await connection.serve { message in
+                guard message["msg"]?.stringValue == "method" else { return nil }
+                let id = message["id"]?.stringValue ?? ""
+                switch message["method"]?.stringValue {
+                case "hang": return []  // never answered
+                case "login":
+                    return [#"{"msg":"result","id":"\#(id)","result":{"id":"u1","token":"tok","tokenExpires":{"$date":4102444800000}}}"#,
+                            #"{"msg":"updated","methods":["\#(id)"]}"#]
+                default: return nil
+                }
+            }
+        }
+        try await upstream.start()
+        defer { Task { await upstream.stop() } }
+        try await BridgeHarness.run(upstreamURL: upstream.url) { bridge in
+            let (token, _) = try await bridge.session()
+            let hung = try await bridge.request(.post, "/v1/methods/hang?timeout=300", token: token, body: "[]")
+            expectError(hung, .gatewayTimeout, "upstream-timeout")
+            // A login is a `wait` method: before the fix it queued behind the call that timed out, for good.
+            let login = try await bridge.request(.post, "/v1/session/login?timeout=5000", token: token,
+                                                 body: #"{"username":"ann","password":"secret"}"#)
+            #expect(login.status == .ok, "\(login.text)")
+            #expect(login["userId"] == "u1")
+            let echo = try await bridge.request(.post, "/v1/methods/echo", token: token, body: "[1]")
+            #expect(echo.status == .ok, "\(echo.text)")
+        }
+        await upstream.stop()
+    }
+
+    @Test func aCallTheUpstreamCannotReadEndsAndTheSessionStaysLive() async throws {
+        try await BridgeHarness.run { bridge in
+            let (token, _) = try await bridge.session(#"{"username":"alice","password":"secret"}"#)
+            let sub = try await bridge.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+            #expect(sub.status == .created, "\(sub.text)")
+            // 127 nested arrays parse at the bridge; inside a DDP `method` message they exceed the
+            // upstream's nesting limit: it answers with a parse error that names no call, never a result.
+            let nested = String(repeating: "[", count: 127) + String(repeating: "]", count: 127)
+            let rejected = try await bridge.request(.post, "/v1/methods/echo?timeout=500", token: token, body: "[\(nested)]")
+            #expect(rejected.status.code >= 400, "\(rejected.text)")
+            // Before the fix the login (a `wait` method) queued behind the dead call for good.
+            let login = try await bridge.request(.post, "/v1/session/login?timeout=5000", token: token,
+                                                 body: #"{"username":"alice","password":"secret"}"#)
+            #expect(login.status == .ok, "\(login.text)")
+            // After a reconnect the view is live again: the dead call is not re-sent and holds no resync.
+            await bridge.upstream.core.closeAllConnections()
+            try await eventually("the session to be connected and live again") {
+                let state = try await bridge.request(.get, "/v1/session", token: token)
+                return state["connection"]?["state"] == "connected"
+            }
+            let inserted = try await bridge.request(.post, "/v1/collections/tasks", token: token, body: #"{"text":"after","listId":"l1"}"#)
+            #expect(inserted.status == .created, "\(inserted.text)")
+            let id = inserted["id"]?.stringValue ?? ""
+            let read = try await bridge.request(.get, "/v1/collections/tasks/\(id)", token: token)
+            #expect(read.status == .ok && read["text"] == "after", "\(read.text)")
+        }
+    }
+
+    @Test func anUpstreamThatNeverAnswersTheUpgradeIsCutAtItsDeadlineAndShutdownFinishes() async throws {
+        let upstream = FakeUpstream(handshake: .stall)
+        try await upstream.start()
+        let started = ContinuousClock.now
+        try await BridgeHarness.run(upstreamURL: upstream.url, configure: {
+            $0.connectTimeout = .milliseconds(500)
+            $0.ddp.connectTimeout = .milliseconds(300)
+        }) { bridge in
+            let created = try await bridge.request(.post, "/v1/sessions", body: "{}")
+            expectError(created, .serviceUnavailable, "upstream-unavailable")
+            #expect(created.headers[.retryAfter] != nil)
+            // Each attempt is closed at its deadline, so attempts go on and no socket is left behind.
+            try await eventually("three attempts") { upstream.arrivals.count >= 3 }
+            #expect(upstream.openConnections <= 1, "attempts past their deadline were closed")
+            let ready = try await bridge.request(.get, "/readyz")
+            #expect(ready.status == .serviceUnavailable)
+        }
+        // Leaving `run` shut the bridge down: with the attempt hung, that never finished before.
+        #expect(ContinuousClock.now - started < .seconds(30))
+        try await eventually("the last attempt's socket to close") { upstream.openConnections == 0 }
+        await upstream.stop()
+    }
+
+    @Test func anOversizedDocumentFailsItsSubscriptionWithTheCauseInsteadOfLooping() async throws {
+        let huge = String(repeating: "x", count: 2 << 20)
+        let upstream = FakeUpstream { connection in
+            try await connection.handshake()
+            try await connection.serve { message in
+                guard message["msg"]?.stringValue == "sub", message["name"]?.stringValue == "huge" else { return nil }
+                return [#"{"msg":"added","collection":"big","id":"1","fields":{"blob":"\#(huge)"}}"#]
+            }
+        }
+        try await upstream.start()
+        try await BridgeHarness.run(upstreamURL: upstream.url, configure: { $0.upstreamMaxMessageSize = 1 << 20 } ) { bridge in
+            let (token, _) = try await bridge.session()
+            let before = upstream.arrivals.count
+            let reply = try await bridge.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"huge","timeout":10000}"#)
+            expectError(reply, .badGateway, "message-too-large")
+            #expect(reply["reason"]?.stringValue?.contains("1048576") == true, "\(reply.text)")
+            // One reconnect, then calm: the subscription that asked for it is not sent again.
+            try await eventually("the session to reconnect") {
+                let state = try await bridge.request(.get, "/v1/session", token: token)
+                return state["connection"]?["state"] == "connected"
+            }
+            try await Task.sleep(for: .seconds(1))
+            #expect(upstream.arrivals.count - before <= 2, "reconnects: \(upstream.arrivals.count - before)")
+            let echo = try await bridge.request(.post, "/v1/methods/echo", token: token, body: "[1]")
+            #expect(echo.status == .ok, "\(echo.text)")
+        }
+        await upstream.stop()
+    }
+
+    @Test func afterAnUpstreamDropSessionsReconnectAtTheConfiguredRate() async throws {
+        let upstream = FakeUpstream { connection in
+            try await connection.handshake()
+            try await connection.serve()
+        }
+        try await upstream.start()
+        let sessions = 40
+        let (rate, burst) = (20.0, 5)
+        try await BridgeHarness.run(upstreamURL: upstream.url, configure: {
+            $0.reconnectRate = rate
+            $0.reconnectBurst = burst
+            $0.maxSessionsPerAddress = 1_000
+        }) { bridge in
+            for _ in 0..<sessions { _ = try await bridge.session() }
+            // (one more connection: the readiness probe's)
+            try await eventually("every session to connect") { upstream.openConnections >= sessions }
+            let dropped = ContinuousClock.now
+            await upstream.dropAll()
+            try await eventually("every session to come back", timeout: .seconds(30)) {
+                upstream.arrivals.filter { $0 > dropped }.count >= sessions
+            }
+            let returns = upstream.arrivals.filter { $0 > dropped }.sorted()
+            // The k-th return comes no sooner than the bucket allows (+1 for timer slack).
+            for (index, arrival) in returns.enumerated() {
+                let allowed = Double(burst) + rate * (arrival - dropped).seconds + 1
+                #expect(Double(index + 1) <= allowed, "return \(index + 1) after \(arrival - dropped)")
+            }
+            let span = (returns.last ?? dropped) - dropped
+            #expect(span >= .seconds(Double(sessions - burst - 1) / rate), "\(sessions) sessions came back within \(span)")
+        }
+        await upstream.stop()
+    }
+}
