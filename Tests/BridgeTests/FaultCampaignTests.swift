@@ -57,15 +57,17 @@ import Testing
                 // Writers and faults run together, both bounded in count and time.
                 let writes = try await withThrowingTaskGroup(of: Int.self) { group in
                     for (index, token) in writers.enumerated() {
-                        group.addTask { await Self.write(bridge, token: token, seed: index, until: began + .seconds(120)) }
+                        group.addTask { await Self.write(bridge, token: token, seed: index, until: began + .seconds(540)) }
                     }
                     for step in 0..<Self.faultCount {
+                        if step % 100 == 0 { Self.note("fault-campaign: fault \(step) after \(ContinuousClock.now - began)") }
                         let fault = FaultProxy.Fault.allCases[step % 3]
                         await proxy.inject(fault, stall: .milliseconds(Int64.random(in: 50...400)))
                         try await Task.sleep(for: .milliseconds(Int64.random(in: 10...60)))
-                        if ContinuousClock.now - began > .seconds(240) { break }
+                        if ContinuousClock.now - began > .seconds(480) { break }
                     }
                     group.cancelAll()
+                    Self.note("fault-campaign: faults injected after \(ContinuousClock.now - began); waiting for the writers")
                     var total = 0
                     for try await count in group { total += count }
                     return total
@@ -93,6 +95,7 @@ import Testing
                     #expect(await !stream.finished, "consumer \(index)'s stream stayed open")
                 }
                 // REST agrees for the sessions subscribed (the consumers), and every session answers a method within 5 s.
+                Self.note("fault-campaign: checking REST and methods")
                 for token in consumers + writers {
                     if consumers.contains(token) {
                         let listed = try await bridge.request(.get, "/v1/collections/tasks?limit=100000", token: token)
@@ -122,6 +125,7 @@ import Testing
         Self.note("fault-campaign: bridge stopped after \(ContinuousClock.now - began)")
         await proxy.stop()
         await upstream.stop()
+        Self.note("fault-campaign: upstream stopped after \(ContinuousClock.now - began)")
     }
 
     /// Random inserts, updates and removes through REST until cancelled or `deadline`; errors
@@ -130,7 +134,7 @@ import Testing
         var ids: [String] = []
         var done = 0
         var step = 0
-        while !Task.isCancelled, ContinuousClock.now < deadline, step < 5_000 {
+        while !Task.isCancelled, ContinuousClock.now < deadline, step < 100_000 {
             step += 1
             let reply: BridgeHarness.Reply?
             switch (step + seed) % 4 {
@@ -190,7 +194,13 @@ import Testing
 
     /// A progress line on standard error (unbuffered, so it survives a killed run).
     static func note(_ parts: String...) {
-        FileHandle.standardError.write(Data((parts.joined(separator: " ") + "\n").utf8))
+        let line = Data((parts.joined(separator: " ") + "\n").utf8)
+        FileHandle.standardError.write(line)
+        if let path = ProcessInfo.processInfo.environment["DDP_BRIDGE_CAMPAIGN_LOG"], let file = FileHandle(forWritingAtPath: path) {
+            file.seekToEndOfFile()
+            file.write(line)
+            try? file.close()
+        }
     }
 
     static func residentBytes() -> Int {

@@ -54,6 +54,30 @@ import Testing
         await upstream.stop()
     }
 
+    @Test(arguments: [#"{"$InfNaN":1}"#, #"{"$InfNaN":-1}"#, #"{"$InfNaN":0}"#, "1e300", "-5", "\"soon\""])
+    func aRateLimitErrorWithAnyTimeToResetIsA429(timeToReset: String) async throws {
+        let upstream = FakeUpstream { connection in
+            try await connection.handshake()
+            try await connection.serve { message in
+                guard message["msg"]?.stringValue == "method" else { return nil }
+                let id = message["id"]?.stringValue ?? ""
+                return [#"{"msg":"result","id":"\#(id)","error":{"error":"too-many-requests","reason":"slow down","details":{"timeToReset":\#(timeToReset)},"errorType":"Meteor.Error"}}"#,
+                        #"{"msg":"updated","methods":["\#(id)"]}"#]
+            }
+        }
+        try await upstream.start()
+        try await BridgeHarness.run(upstreamURL: upstream.url) { bridge in
+            let (token, _) = try await bridge.session()
+            // Before the fix a non-finite or huge timeToReset trapped converting to Int: the process died.
+            let reply = try await bridge.request(.post, "/v1/methods/anything", token: token, body: "[]")
+            expectError(reply, .tooManyRequests, "too-many-requests")
+            let retry = Int(reply.headers[.retryAfter] ?? "") ?? 0
+            #expect((1...86_400).contains(retry), "Retry-After \(retry)")
+            #expect(try await bridge.request(.get, "/healthz").status == .ok)
+        }
+        await upstream.stop()
+    }
+
     @Test func aCallTheUpstreamCannotReadEndsAndTheSessionStaysLive() async throws {
         try await BridgeHarness.run { bridge in
             let (token, _) = try await bridge.session(#"{"username":"alice","password":"secret"}"#)

@@ -195,7 +195,7 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         #expect(h.machine.userID == "U1")
     }
 
-    /// DDP-NOTES "Reconnecting": resume first, methods after it, subs with their ids,
+    /// docs/ARCHITECTURE.md "Reconnecting": resume first, methods after it, subs with their ids,
     /// data buffered until quiescence, then only the net difference.
     @Test func reconnectResyncsAndReportsOnlyTheNetDifference() {
         var h = Harness()

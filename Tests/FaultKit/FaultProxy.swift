@@ -57,7 +57,10 @@ public final class FaultProxy: Sendable {
             return (state.listener, Array(state.pairs.values))
         }
         try? await listener?.close()
-        for pair in pairs { pair.client.close(promise: nil) }
+        for pair in pairs {
+            pair.client.close(promise: nil)
+            pair.server.close(promise: nil)
+        }
     }
 
     /// Injects one fault now; a stall lasts `stall` before the bytes flow again.
@@ -89,8 +92,14 @@ public final class FaultProxy: Sendable {
             .connect(host: targetHost, port: targetPort)
             .flatMap { server in
                 let key = ObjectIdentifier(client)
+                // Whichever side closes, the other follows (also when the client left while connecting).
+                client.closeFuture.whenComplete { _ in
+                    server.close(promise: nil)
+                    self.state.withLockedValue { _ = $0.pairs.removeValue(forKey: key) }
+                }
+                server.closeFuture.whenComplete { _ in client.close(promise: nil) }
+                guard client.isActive else { return client.eventLoop.makeSucceededVoidFuture() }
                 self.state.withLockedValue { $0.pairs[key] = Pair(client: client, server: server) }
-                client.closeFuture.whenComplete { _ in self.state.withLockedValue { _ = $0.pairs.removeValue(forKey: key) } }
                 let toServer = Glue(partner: server, proxy: nil)
                 let toClient = Glue(partner: client, proxy: self)
                 return client.pipeline.addHandler(toServer).flatMap { server.pipeline.addHandler(toClient) }.flatMap {

@@ -63,8 +63,7 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
             status = .internalServerError
         case .string("too-many-requests"):
             status = .tooManyRequests
-            let ms = error.details?["timeToReset"]?.numberValue ?? 1_000
-            retryAfter = max(1, Int((ms / 1000).rounded(.up)))
+            retryAfter = retryAfterSeconds(milliseconds: error.details?["timeToReset"]?.numberValue)
         case .string("not-authorized"), .string("forbidden"), .string("access-denied"):
             status = .forbidden
         case .string("not-found"):
@@ -84,6 +83,14 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
         case .number(let n): .int(n)
         }
         return BridgeError(status: status, error: code, reason: reason, details: error.details, retryAfter: retryAfter)
+    }
+
+    /// `Retry-After` from a time in milliseconds that came from outside (Meteor's `timeToReset`):
+    /// non-finite, negative or absurd values never trap; the answer is 1 s to one day.
+    static func retryAfterSeconds(milliseconds: Double?) -> Int {
+        guard let milliseconds, milliseconds.isFinite else { return 1 }
+        let seconds = (milliseconds / 1000).rounded(.up)
+        return Int(min(max(seconds, 1), 86_400))
     }
 
     /// Any error thrown while serving a request, as the bridge reports it.

@@ -28,7 +28,7 @@ public struct SessionEvent: Sendable {
         self.frame = SSEFrame.encode(id: id, event: kind.rawValue, data: payload)
     }
 
-    /// The event for a document change, with the payload DESIGN.md gives.
+    /// The event for a document change, with the payload the README and openapi.yaml give.
     public static func document(_ change: DocumentChange, document: EJSONObject?, id: UInt64) -> SessionEvent {
         let idValue = (try? DocumentID(wire: change.id).ejson) ?? .string(change.id)
         let payload: EJSON

@@ -1,6 +1,6 @@
 /// The protocol settings of a DDP client connection, with Meteor's client defaults.
 public struct DDPClientConfiguration: Sendable, Equatable {
-    /// Versions offered, most preferred first (DDP.md: "Connecting").
+    /// Versions offered, most preferred first (docs/ARCHITECTURE.md, "protocol facts").
     public var supportedVersions: [String]
     /// Silence after which the client pings (Meteor's client: 17.5 s).
     public var heartbeatInterval: Duration

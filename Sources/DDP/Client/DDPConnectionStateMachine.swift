@@ -70,7 +70,7 @@ public struct DDPConnectionStateMachine: Sendable {
         public internal(set) var ready: Bool
     }
 
-    /// State kept while waiting for quiescence after a reconnect (DDP-NOTES "Reconnecting").
+    /// State kept while waiting for quiescence after a reconnect (docs/ARCHITECTURE.md: "Reconnecting").
     struct Reset: Sendable {
         let startedAt: Instant
         var shadow = DocumentCache()

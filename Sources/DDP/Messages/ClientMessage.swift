@@ -1,4 +1,4 @@
-/// A message a DDP client sends (DDP.md: "Messages" — connect, heartbeats, subs, methods).
+/// A message a DDP client sends (Meteor's `packages/ddp/DDP.md` — connect, heartbeats, subs, methods).
 public enum ClientMessage: Sendable, Equatable {
     case connect(version: String, support: [String])
     case ping(id: String?)

@@ -50,7 +50,7 @@ extension EJSONObject {
     }
 }
 
-/// `{"msg": "ping" | "pong"}` with the optional `id` (DDP.md: "Heartbeats"), sent by both sides.
+/// `{"msg": "ping" | "pong"}` with the optional `id` (docs/ARCHITECTURE.md, "protocol facts"), sent by both sides.
 func heartbeat(_ kind: String, id: String?) -> EJSON {
     var o: EJSONObject = ["msg": .string(kind)]
     if let id { o["id"] = .string(id) }

@@ -1,4 +1,4 @@
-/// A message a DDP server sends (DDP.md: connection, heartbeats, data, RPC, errors).
+/// A message a DDP server sends (Meteor's `packages/ddp/DDP.md`: connection, heartbeats, data, RPC, errors).
 public enum ServerMessage: Sendable, Equatable {
     case connected(session: String)
     case failed(version: String)

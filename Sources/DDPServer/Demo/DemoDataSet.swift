@@ -1,7 +1,7 @@
 public import DDP
 import Foundation
 
-/// The data set the recorded transcripts use (`shared/ddp-transcripts/README.md`), for
+/// The data set the recorded transcripts use (the fixtures in `Tests/DDPServerTests/Fixtures`), for
 /// tests, the demo mode and benchmarks: users alice and bob, a `tasks` collection, the
 /// publications `tasks`, `myTasks`, `ticker`, `bulk`, `failing`, `typed`, the current
 /// user's document, and the methods `echo`, `boom`, `crash`, `whoami`, `sleep`, `clientAddress`.
