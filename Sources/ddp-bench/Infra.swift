@@ -118,6 +118,7 @@ struct RunningServer: Sendable {
 func startBridge(upstream: String, configure: (inout BridgeConfiguration) -> Void = { _ in }) async throws -> RunningServer {
     var configuration = BridgeConfiguration(upstream: upstream)
     configuration.loginRateLimit = (1_000_000, .seconds(10))
+    configuration.sessionRateLimit = (1_000_000, .seconds(10))
     configuration.maxSessionsPerAddress = 100_000
     configuration.maxSessions = 100_000
     configuration.maxStreamsPerSession = 1_000

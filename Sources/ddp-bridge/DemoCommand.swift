@@ -45,7 +45,7 @@ struct DemoCommand: AsyncParsableCommand {
         let upstream = "ws://127.0.0.1:\(upstreamPort)/websocket"
         guard loginRateLimit > 0 else { throw ValidationError("--login-rate-limit must be at least 1") }
         var bridgeConfiguration = BridgeConfiguration(upstream: upstream)
-        bridgeConfiguration.loginRateLimit = (loginRateLimit, .seconds(10))
+        bridgeConfiguration.loginRateLimit = (loginRateLimit, .seconds(60))
         bridgeConfiguration.publicFolder = Settings.existingFolder(publicDir)
         let consoleLine = bridgeConfiguration.publicFolder == nil
             ? "web console:     not served (no folder '\(publicDir)'; see --public-dir)"

@@ -32,6 +32,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-streams-per-session"), help: help("max-streams-per-session")) var maxStreamsPerSession: String?
     @Option(name: .customLong("max-body-size"), help: help("max-body-size")) var maxBodySize: String?
     @Option(name: .customLong("login-rate-limit"), help: help("login-rate-limit")) var loginRateLimit: String?
+    @Option(name: .customLong("session-rate-limit"), help: help("session-rate-limit")) var sessionRateLimit: String?
+    @Option(name: .customLong("reconnect-rate"), help: help("reconnect-rate")) var reconnectRate: String?
+    @Option(name: .customLong("reconnect-burst"), help: help("reconnect-burst")) var reconnectBurst: String?
+    @Option(name: .customLong("upstream-max-message-size"), help: help("upstream-max-message-size")) var upstreamMaxMessageSize: String?
     @Option(name: .customLong("trust-forwarded-for"), help: help("trust-forwarded-for")) var trustForwardedFor: String?
     @Option(name: .customLong("batch-window"), help: help("batch-window")) var batchWindow: String?
     @Option(name: .customLong("event-log-size"), help: help("event-log-size")) var eventLogSize: String?
@@ -69,6 +73,10 @@ struct ServeCommand: AsyncParsableCommand {
             ("max-streams-per-session", maxStreamsPerSession),
             ("max-body-size", maxBodySize),
             ("login-rate-limit", loginRateLimit),
+            ("session-rate-limit", sessionRateLimit),
+            ("reconnect-rate", reconnectRate),
+            ("reconnect-burst", reconnectBurst),
+            ("upstream-max-message-size", upstreamMaxMessageSize),
             ("trust-forwarded-for", trustForwardedFor),
             ("batch-window", batchWindow),
             ("event-log-size", eventLogSize),

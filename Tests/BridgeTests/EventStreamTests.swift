@@ -106,6 +106,7 @@ import Testing
             _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
             let port = try #require(h.client.port)
             let last = try await withEventStream(port: port, "/v1/events?collections=tasks", token: token) { stream in
+                try await stream.waitUntilOpen()
                 _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":1}"#)
                 try await stream.wait("a change") { documentEvents($0).count >= 1 }
                 return try #require(await stream.events.last?.id)

@@ -35,7 +35,7 @@ import Testing
         (["upstream": "ws://m/websocket", "port": "70000"], "--port must be from 0 to 65535"),
         (["upstream": "ws://m/websocket", "max-sessions": "none"], "--max-sessions (DDP_BRIDGE_MAX_SESSIONS) must be a whole number"),
         (["upstream": "ws://m/websocket", "request-timeout": "-1"], "--request-timeout (DDP_BRIDGE_REQUEST_TIMEOUT) must be a number"),
-        (["upstream": "ws://m/websocket", "read-timeout": "0"], "--read-timeout (DDP_BRIDGE_READ_TIMEOUT) must be a number of at least 0.1"),
+        (["upstream": "ws://m/websocket", "read-timeout": "0"], "--read-timeout (DDP_BRIDGE_READ_TIMEOUT) must be a number from 0.1 to"),
         (["upstream": "ws://m/websocket", "trust-forwarded-for": "perhaps"], "--trust-forwarded-for must be true or false"),
         (["upstream": "ws://m/websocket", "log-level": "loud"], "--log-level must be"),
         (["upstream": "ws://m/websocket", "log-format": "xml"], "--log-format (DDP_BRIDGE_LOG_FORMAT) must be human or json"),
@@ -58,5 +58,22 @@ import Testing
         for setting in Settings.all {
             #expect(setting.environment.hasPrefix("DDP_BRIDGE_") && !setting.help.isEmpty)
         }
+    }
+
+    @Test(arguments: [("connect-timeout", "1e300"), ("request-timeout", "inf"), ("shutdown-grace", "-1"), ("batch-window", "1e20"),
+                      ("max-sessions", "99999999999999999999"), ("reconnect-rate", "nan"), ("upstream-max-message-size", "8589934592"),
+                      ("heartbeat-interval", "1e-9")])
+    func outOfRangeNumbersAreRefusedAtStartNeverTrapped(flag: String, value: String) {
+        // Before the fix `--connect-timeout 1e300` trapped converting to Int64.
+        #expect(throws: Settings.Invalid.self) { try Settings(flags: upstream.merging([flag: value]) { $1 }, environment: [:]) }
+    }
+
+    @Test func reliabilitySettingsHaveDefaultsAndVariables() throws {
+        let settings = try Settings(flags: upstream, environment: [:])
+        #expect(settings.configuration.reconnectRate == 100 && settings.configuration.reconnectBurst == 50)
+        #expect(settings.configuration.upstreamMaxMessageSize == 16 << 20)
+        #expect(settings.configuration.sessionRateLimit.calls == 100 && settings.configuration.loginRateLimit.interval == .seconds(60))
+        let tuned = try Settings(flags: upstream, environment: ["DDP_BRIDGE_RECONNECT_RATE": "5", "DDP_BRIDGE_UPSTREAM_MAX_MESSAGE_SIZE": "2048"])
+        #expect(tuned.configuration.reconnectRate == 5 && tuned.configuration.upstreamMaxMessageSize == 2048)
     }
 }

@@ -92,14 +92,14 @@ public final class FaultProxy: Sendable {
             .connect(host: targetHost, port: targetPort)
             .flatMap { server in
                 let key = ObjectIdentifier(client)
-                // Whichever side closes, the other follows (also when the client left while connecting).
+                self.state.withLockedValue { $0.pairs[key] = Pair(client: client, server: server) }
+                // Whichever side closes, the other follows (a callback on a future already
+                // completed runs at once: a client that left while connecting closes the server).
                 client.closeFuture.whenComplete { _ in
                     server.close(promise: nil)
                     self.state.withLockedValue { _ = $0.pairs.removeValue(forKey: key) }
                 }
                 server.closeFuture.whenComplete { _ in client.close(promise: nil) }
-                guard client.isActive else { return client.eventLoop.makeSucceededVoidFuture() }
-                self.state.withLockedValue { $0.pairs[key] = Pair(client: client, server: server) }
                 let toServer = Glue(partner: server, proxy: nil)
                 let toClient = Glue(partner: client, proxy: self)
                 return client.pipeline.addHandler(toServer).flatMap { server.pipeline.addHandler(toClient) }.flatMap {

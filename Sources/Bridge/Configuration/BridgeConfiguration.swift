@@ -22,9 +22,12 @@ public struct BridgeConfiguration: Sendable {
     public var maxSubscriptionsPerSession: Int
     /// Largest request body, in bytes.
     public var maxBodySize: Int
-    /// Session creations and logins per client address and interval, so that new sessions are no way
-    /// around Meteor's per-connection login limit (5 per 10 s).
+    /// Failed logins per client address and interval, on every route that logs in, so that new
+    /// sessions are no way around Meteor's per-connection login limit. Strict.
     public var loginRateLimit: (calls: Int, interval: Duration)
+    /// Session creations per client address and interval. Loose: an ordinary script or test
+    /// suite opening dozens of sessions a minute is never refused.
+    public var sessionRateLimit: (calls: Int, interval: Duration) = (100, .seconds(10))
     /// Documents a collection query returns when it sets no `limit`, and the most it may ask for.
     public var defaultQueryLimit: Int
     public var maxQueryLimit: Int
@@ -73,7 +76,7 @@ public struct BridgeConfiguration: Sendable {
         maxSessionsPerAddress: Int = 100,
         maxSubscriptionsPerSession: Int = 100,
         maxBodySize: Int = 1 << 20,
-        loginRateLimit: (calls: Int, interval: Duration) = (10, .seconds(10)),
+        loginRateLimit: (calls: Int, interval: Duration) = (10, .seconds(60)),
         defaultQueryLimit: Int = 1_000,
         maxQueryLimit: Int = 100_000,
         trustForwardedFor: Bool = false,

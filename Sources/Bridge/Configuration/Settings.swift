@@ -35,7 +35,11 @@ public struct Settings: Sendable {
         Setting(flag: "max-subscriptions-per-session", help: "Subscriptions per session", defaultValue: "100"),
         Setting(flag: "max-streams-per-session", help: "Open event streams per session", defaultValue: "16"),
         Setting(flag: "max-body-size", help: "Largest request body in bytes", defaultValue: "1048576"),
-        Setting(flag: "login-rate-limit", help: "Session creations and logins per client address per 10 s", defaultValue: "10"),
+        Setting(flag: "login-rate-limit", help: "Failed logins per client address per minute, on every route that logs in", defaultValue: "10"),
+        Setting(flag: "session-rate-limit", help: "Session creations per client address per 10 s", defaultValue: "100"),
+        Setting(flag: "reconnect-rate", help: "Upstream reconnect attempts per second across all sessions (0: unpaced)", defaultValue: "100"),
+        Setting(flag: "reconnect-burst", help: "Upstream reconnect attempts allowed at once before the rate applies", defaultValue: "50"),
+        Setting(flag: "upstream-max-message-size", help: "Largest DDP message accepted from the upstream, in bytes", defaultValue: "16777216"),
         Setting(flag: "trust-forwarded-for", help: "Take the client address from X-Forwarded-For (behind a trusted proxy)", defaultValue: "false"),
         Setting(flag: "batch-window", help: "Milliseconds over which changes are consolidated per document", defaultValue: "1"),
         Setting(flag: "event-log-size", help: "Events a session keeps for resuming streams", defaultValue: "10000"),
@@ -65,15 +69,20 @@ public struct Settings: Sendable {
             let setting = Self.all.first { $0.flag == flag }!
             return flags[flag] ?? environment[setting.environment] ?? setting.defaultValue
         }
-        func number(_ flag: String, minimum: Double = 0) throws(Invalid) -> Double {
-            guard let text = value(flag), let n = Double(text), n.isFinite, n >= minimum else {
-                throw Invalid(description: "--\(flag) (\(Self.all.first { $0.flag == flag }!.environment)) must be a number of at least \(minimum), got '\(value(flag) ?? "")'")
+        func environmentName(_ flag: String) -> String { Self.all.first { $0.flag == flag }?.environment ?? flag }
+        // Every number is range-checked before it is converted: a setting never traps.
+        func number(_ flag: String, minimum: Double = 0, maximum: Double = 86_400 * 365) throws(Invalid) -> Double {
+            guard let text = value(flag), let n = Double(text), n.isFinite, n >= minimum, n <= maximum else {
+                throw Invalid(description: "--\(flag) (\(environmentName(flag))) must be a number from \(minimum) to \(maximum), got '\(value(flag) ?? "")'")
             }
             return n
         }
-        func integer(_ flag: String, minimum: Int = 1) throws(Invalid) -> Int {
-            guard let text = value(flag), let n = Int(text), n >= minimum else {
-                throw Invalid(description: "--\(flag) (\(Self.all.first { $0.flag == flag }!.environment)) must be a whole number of at least \(minimum), got '\(value(flag) ?? "")'")
+        func seconds(_ flag: String, minimum: Double = 0) throws(Invalid) -> Duration {
+            .milliseconds(Int64((try number(flag, minimum: minimum) * 1000).rounded()))
+        }
+        func integer(_ flag: String, minimum: Int = 1, maximum: Int = 1 << 40) throws(Invalid) -> Int {
+            guard let text = value(flag), let n = Int(text), n >= minimum, n <= maximum else {
+                throw Invalid(description: "--\(flag) (\(environmentName(flag))) must be a whole number from \(minimum) to \(maximum), got '\(value(flag) ?? "")'")
             }
             return n
         }
@@ -110,22 +119,27 @@ public struct Settings: Sendable {
         var configuration = BridgeConfiguration(upstream: upstream)
         configuration.upstreamTLS = DDPClientOptions.TLS(caFile: caFile, allowSelfSigned: try flag("upstream-allow-self-signed"))
         configuration.upstreamCompression = try flag("upstream-compression")
-        configuration.connectTimeout = .milliseconds(Int64(try number("connect-timeout", minimum: 0.1) * 1000))
-        configuration.requestTimeout = .milliseconds(Int64(try number("request-timeout", minimum: 0.1) * 1000))
-        configuration.readTimeout = .milliseconds(Int64(try number("read-timeout", minimum: 0.1) * 1000))
-        configuration.shutdownGrace = .milliseconds(Int64(try number("shutdown-grace") * 1000))
-        configuration.sessionIdleTimeout = .milliseconds(Int64(try number("session-idle-timeout", minimum: 1) * 1000))
-        configuration.subscriptionLinger = .milliseconds(Int64(try number("subscription-linger") * 1000))
+        configuration.connectTimeout = try seconds("connect-timeout", minimum: 0.1)
+        configuration.requestTimeout = try seconds("request-timeout", minimum: 0.1)
+        configuration.readTimeout = try seconds("read-timeout", minimum: 0.1)
+        configuration.shutdownGrace = try seconds("shutdown-grace")
+        configuration.sessionIdleTimeout = try seconds("session-idle-timeout", minimum: 1)
+        configuration.subscriptionLinger = try seconds("subscription-linger")
         configuration.maxSessions = try integer("max-sessions")
         configuration.maxSessionsPerAddress = try integer("max-sessions-per-address")
         configuration.maxSubscriptionsPerSession = try integer("max-subscriptions-per-session")
         configuration.maxStreamsPerSession = try integer("max-streams-per-session")
         configuration.maxBodySize = try integer("max-body-size", minimum: 64)
-        configuration.loginRateLimit = (try integer("login-rate-limit"), .seconds(10))
+        configuration.loginRateLimit = (try integer("login-rate-limit"), .seconds(60))
+        configuration.sessionRateLimit = (try integer("session-rate-limit"), .seconds(10))
+        configuration.reconnectRate = try number("reconnect-rate", maximum: 1_000_000)
+        configuration.reconnectBurst = try integer("reconnect-burst", maximum: 1_000_000)
+        // NIO takes frame limits of at most 32 bits; a message over 1 GiB is no DDP message.
+        configuration.upstreamMaxMessageSize = try integer("upstream-max-message-size", minimum: 1024, maximum: 1 << 30)
         configuration.trustForwardedFor = try flag("trust-forwarded-for")
-        configuration.batchWindow = .microseconds(Int64(try number("batch-window") * 1000))
+        configuration.batchWindow = .microseconds(Int64((try number("batch-window", maximum: 60_000) * 1000).rounded()))
         configuration.eventLogSize = try integer("event-log-size")
-        configuration.heartbeatInterval = .milliseconds(Int64(try number("heartbeat-interval", minimum: 0.1) * 1000))
+        configuration.heartbeatInterval = try seconds("heartbeat-interval", minimum: 0.1)
         configuration.streamBufferLimit = try integer("stream-buffer-limit", minimum: 1024)
         configuration.corsOrigins = (value("cors-origins") ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }

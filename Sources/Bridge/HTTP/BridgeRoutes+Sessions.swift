@@ -10,13 +10,15 @@ extension BridgeRoutes {
         let body = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize)
         let loginRequest = try body.flatMap(Self.loginRequest)
         let address = HTTPSupport.clientAddress(request, context, trustForwardedFor: configuration.trustForwardedFor)
-        try registry.checkLoginRate(address)
+        try registry.checkSessionRate(address)
         let (session, token) = try registry.create(clientAddress: address)
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
             var out: EJSONObject = ["token": .string(token), "userId": nil, "loginToken": nil, "tokenExpires": nil]
             if let loginRequest {
-                let result = try await session.login(loginRequest, timeout: configuration.requestTimeout)
+                let result = try await registry.login(from: address) {
+                    try await session.login(loginRequest, timeout: configuration.requestTimeout)
+                }
                 out.merge(Self.loginFields(result))
             }
             return HTTPSupport.json(.object(out), status: .created, headers: [.setCookie: HTTPSupport.sessionCookie(token)])
@@ -52,8 +54,9 @@ extension BridgeRoutes {
             throw BridgeError.badRequest("the body must hold {\"username\" or \"email\", \"password\"}, {\"resume\": token} or {\"login\": payload}")
         }
         let session = try await session(request, context)
-        try registry.checkLoginRate(session.clientAddress)
-        let result = try await session.login(loginRequest, timeout: configuration.requestTimeout)
+        let result = try await registry.login(from: session.clientAddress) {
+            try await session.login(loginRequest, timeout: configuration.requestTimeout)
+        }
         return HTTPSupport.json(.object(Self.loginFields(result)))
     }
 
@@ -77,13 +80,15 @@ extension BridgeRoutes {
         if let profile = body["profile"], profile.objectValue == nil { throw BridgeError.badRequest("profile must be an object") }
         let existing = HTTPSupport.credential(request) == nil ? nil : try await session(request, context)
         let address = existing?.clientAddress ?? HTTPSupport.clientAddress(request, context, trustForwardedFor: configuration.trustForwardedFor)
-        try registry.checkLoginRate(address)
+        if existing == nil { try registry.checkSessionRate(address) }
         var created: (session: Session, token: String)?
         if existing == nil { created = try registry.create(clientAddress: address) }
         let session = existing ?? created!.session
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
-            let result = try await session.createUser(username: username, email: email, password: password, profile: body["profile"], timeout: configuration.requestTimeout)
+            let result = try await registry.login(from: address) {
+                try await session.createUser(username: username, email: email, password: password, profile: body["profile"], timeout: configuration.requestTimeout)
+            }
             var out = Self.loginFields(result)
             var headers: HTTPFields = [:]
             if let created {

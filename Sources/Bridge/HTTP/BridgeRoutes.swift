@@ -99,11 +99,11 @@ struct BridgeRoutes: Sendable {
             throw BridgeError.unauthorized("invalid-login-token", "The Meteor login token was refused")
         }
         let address = HTTPSupport.clientAddress(request, context, trustForwardedFor: configuration.trustForwardedFor)
-        try registry.checkLoginRate(address)
+        try registry.checkSessionRate(address)
         let (session, _) = try registry.create(clientAddress: address, meteorToken: token)
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
-            _ = try await session.login(.resume(token: token), timeout: configuration.requestTimeout)
+            _ = try await registry.login(from: address) { try await session.login(.resume(token: token), timeout: configuration.requestTimeout) }
             return session
         } catch let error as DDPError where error.error == .number(403) {
             registry.rememberRefused(meteorKey: key)

@@ -32,7 +32,11 @@ struct ErrorShapeMiddleware: RouterMiddleware {
             if bridgeError.status == .serviceUnavailable || bridgeError.status == .gatewayTimeout {
                 context.logger.warning("request failed", metadata: ["status": "\(bridgeError.status.code)", "error": "\(bridgeError.reason)"])
             } else if bridgeError.status.code >= 500 {
-                context.logger.error("request failed", metadata: ["status": "\(bridgeError.status.code)", "error": "\(bridgeError.reason)"])
+                // Keep the original error for whoever investigates (its type and description; our
+                // errors never carry tokens or passwords).
+                context.logger.error("request failed", metadata: [
+                    "status": "\(bridgeError.status.code)", "error": "\(bridgeError.reason)", "cause": "\(String(reflecting: error))",
+                ])
             }
             return try bridgeError.response(from: request, context: context)
         }

@@ -18,7 +18,17 @@ enum HTTPSupport {
     /// The request body as EJSON; `nil` when empty. 400 for malformed JSON/EJSON, 413 when too large.
     static func body(_ request: Request, limit: Int) async throws -> EJSON? {
         var request = request
-        let buffer = try await request.collectBody(upTo: limit)
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.collectBody(upTo: limit)
+        } catch let error as NIOTooManyBytesError {
+            throw error
+        } catch let error as HTTPError {
+            throw error
+        } catch {
+            // The client's fault, not ours: the body ended (or broke off) before its Content-Length.
+            throw BridgeError.badRequest("the request body could not be read whole: it ended before its Content-Length")
+        }
         let bytes = buffer.readableBytesView
         if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return nil }
         do {
@@ -78,10 +88,10 @@ enum HTTPSupport {
     }
 
     static func sessionCookie(_ token: String) -> String {
-        "\(cookieName)=\(token); Path=/; HttpOnly; SameSite=Lax"
+        "\(cookieName)=\(token); Path=/; HttpOnly; SameSite=Strict"
     }
 
-    static let clearedCookie = "\(cookieName)=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"
+    static let clearedCookie = "\(cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
 
     /// The end user's address: the peer, or the first `X-Forwarded-For` entry behind a trusted proxy.
     static func clientAddress(_ request: Request, _ context: BridgeRequestContext, trustForwardedFor: Bool) -> String {

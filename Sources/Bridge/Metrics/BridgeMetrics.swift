@@ -12,6 +12,7 @@ public struct BridgeMetrics: Sendable {
     let eventsDelivered: CoreMetrics.Counter
     let eventsDropped: CoreMetrics.Counter
     let methodDuration: CoreMetrics.Timer
+    let failedLogins: CoreMetrics.Counter
     /// Request counters by "route status", made once each (making one per request showed in profiles).
     private let requestCounters = LockedState<[String: CoreMetrics.Counter]>([:])
 
@@ -27,6 +28,7 @@ public struct BridgeMetrics: Sendable {
         eventsDelivered = CoreMetrics.Counter(label: "ddp_bridge_sse_events_delivered_total", factory: factory)
         eventsDropped = CoreMetrics.Counter(label: "ddp_bridge_sse_events_dropped_total", factory: factory)
         methodDuration = CoreMetrics.Timer(label: "ddp_bridge_method_duration_seconds", factory: factory)
+        failedLogins = CoreMetrics.Counter(label: "ddp_bridge_failed_logins_total", factory: factory)
     }
 
     func countRequest(route: String, status: Int) {

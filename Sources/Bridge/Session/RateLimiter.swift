@@ -18,6 +18,22 @@ struct RateLimiter: Sendable {
         return nil
     }
 
+    /// The wait before another event is allowed, without recording one (`nil`: allowed now).
+    func wait(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
+        let recent = (events[key] ?? []).filter { now - $0 < interval }
+        guard recent.count >= calls, let oldest = recent.first else { return nil }
+        return interval - (now - oldest)
+    }
+
+    /// Records an event whatever the count (failures are counted even past the limit).
+    mutating func record(_ key: String, now: ContinuousClock.Instant = .now) {
+        var recent = (events[key] ?? []).filter { now - $0 < interval }
+        recent.append(now)
+        // Only the newest `calls` matter for the limit: memory per key stays bounded.
+        if recent.count > calls { recent.removeFirst(recent.count - calls) }
+        events[key] = recent
+    }
+
     /// Forgets keys with no recent events (bounded memory).
     mutating func prune(now: ContinuousClock.Instant) {
         events = events.filter { _, times in times.contains { now - $0 < interval } }

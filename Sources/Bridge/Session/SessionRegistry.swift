@@ -1,4 +1,5 @@
 import DDP
+import CoreMetrics
 import DDPClient
 import Foundation
 import HTTPTypes
@@ -16,7 +17,9 @@ public final class SessionRegistry: Service, Sendable {
         /// Recently closed sessions, so their token gets a clear reason (bounded).
         var ended: [String: String] = [:]
         var endedOrder: [String] = []
+        /// Failed logins per address (strict), and session creations per address (loose).
         var logins: RateLimiter
+        var creations: RateLimiter
         /// Meteor tokens refused recently (hash → when), answered 401 without asking Meteor again.
         var refusedMeteorKeys: [String: ContinuousClock.Instant] = [:]
         var shuttingDown = false
@@ -39,7 +42,9 @@ public final class SessionRegistry: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst)
-        self.state = LockedState(State(logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval)))
+        self.state = LockedState(State(
+            logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval),
+            creations: RateLimiter(calls: configuration.sessionRateLimit.calls, interval: configuration.sessionRateLimit.interval)))
         (started, starter) = AsyncStream<Session>.makeStream()
         (shutdownBegan, shutdownBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -107,12 +112,34 @@ public final class SessionRegistry: Service, Sendable {
         }
     }
 
-    /// Counts a login or session creation for an address; 429 when over the limit.
-    func checkLoginRate(_ address: String) throws(BridgeError) {
-        if let wait = state.withLock({ $0.logins.take(address) }) {
-            throw BridgeError(.tooManyRequests, "too-many-requests", "Too many logins from this address; wait before trying again",
-                              details: ["timeToReset": .int(Int(wait.seconds * 1000))], retryAfter: max(1, Int(wait.seconds.rounded(.up))))
+    /// Counts a session creation for an address; 429 when over the (loose) limit.
+    func checkSessionRate(_ address: String) throws(BridgeError) {
+        if let wait = state.withLock({ $0.creations.take(address) }) {
+            throw Self.tooMany("Too many new sessions from this address; wait before trying again", wait: wait)
         }
+    }
+
+    /// Runs a login (any route: sessions, session login, the `login` and `createUser` methods,
+    /// token-keyed sessions). Refused at once with 429 while the address is over its limit of
+    /// failed logins; a login the upstream refuses counts as a failure.
+    func login<T: Sendable>(from address: String, _ attempt: () async throws -> T) async throws -> T {
+        if let wait = state.withLock({ $0.logins.wait(address) }) {
+            throw Self.tooMany("Too many failed logins from this address; wait before trying again", wait: wait)
+        }
+        do {
+            return try await attempt()
+        } catch let error as DDPError {
+            state.withLock { $0.logins.record(address) }
+            metrics.failedLogins.increment()
+            throw error
+        }
+    }
+
+    private static func tooMany(_ reason: String, wait: Duration) -> BridgeError {
+        let milliseconds = max(0, wait.seconds * 1000)
+        return BridgeError(.tooManyRequests, "too-many-requests", reason,
+                           details: ["timeToReset": .int(Int(min(milliseconds, 86_400_000)))],
+                           retryAfter: BridgeError.retryAfterSeconds(milliseconds: milliseconds))
     }
 
     /// Closes a session and forgets it; later requests with its token get `reason`.
@@ -207,6 +234,7 @@ public final class SessionRegistry: Service, Sendable {
             let now = ContinuousClock.now
             let sessions = state.withLock { state in
                 state.logins.prune(now: now)
+                state.creations.prune(now: now)
                 return Array(state.sessions.values)
             }
             for session in sessions {

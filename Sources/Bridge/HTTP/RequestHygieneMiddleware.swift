@@ -1,0 +1,48 @@
+import HTTPTypes
+import Hummingbird
+
+/// Refuses requests that are malformed or that a browser could be tricked into sending, before
+/// any route runs:
+/// - a query whose names or values are not valid percent-encoded UTF-8 is 400, naming the
+///   parameter (it was ignored before, so `selector=%ZZ` returned every document);
+/// - a write (`POST`, `PUT`, `PATCH`, `DELETE`) never takes its token from `?token=`, which is for
+///   `GET` only (an `EventSource` can set no header);
+/// - a write authenticated by the session cookie alone must be `application/json`: a cross-site
+///   form can post `text/plain` or form data with the user's cookie, but not JSON.
+struct RequestHygieneMiddleware: RouterMiddleware {
+    typealias Context = BridgeRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let query = request.uri.query, let bad = Self.firstUndecodableParameter(query) {
+            throw BridgeError.badRequest("the query parameter '\(bad)' is not valid percent-encoded UTF-8")
+        }
+        if request.method != .get, request.method != .head, request.method != .options {
+            let bearer = request.headers[.authorization].map { $0.prefix(7).lowercased() == "bearer " } ?? false
+            if !bearer, HTTPSupport.query(request, "token") != nil {
+                throw BridgeError.badRequest("a token in the query string is accepted on GET only; send it as Authorization: Bearer")
+            }
+            let cookie = request.headers[values: .cookie].contains { $0.contains(HTTPSupport.cookieName + "=") }
+            if !bearer, cookie, request.method != .delete, !Self.isJSON(request.headers[.contentType]) {
+                throw BridgeError(.unsupportedMediaType, "unsupported-media-type",
+                                  "a write authenticated by the session cookie must be sent as Content-Type: application/json")
+            }
+        }
+        return try await next(request, context)
+    }
+
+    /// The raw name of the first parameter whose name or value does not decode, if any.
+    static func firstUndecodableParameter(_ query: String) -> String? {
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if HTTPSupport.formDecode(parts[0]) == nil { return String(parts[0].prefix(64)) }
+            if parts.count == 2, HTTPSupport.formDecode(parts[1]) == nil { return HTTPSupport.formDecode(parts[0]) ?? String(parts[0].prefix(64)) }
+        }
+        return nil
+    }
+
+    static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let media = contentType.split(separator: ";").first.map { HTTPSupport.trimmed($0).lowercased() } ?? ""
+        return media == "application/json" || (media.hasPrefix("application/") && media.hasSuffix("+json"))
+    }
+}

@@ -1,0 +1,83 @@
+import Bridge
+import DDP
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// A hostile or careless client, through HTTP: limits it cannot get around and input it cannot
+/// slip past.
+@Suite struct HostileClientTests {
+    @Test func failedLoginsAreLimitedPerAddressOnEveryRouteThatLogsIn() async throws {
+        try await BridgeHarness.run(configure: { $0.loginRateLimit = (5, .seconds(60)) }) { h in
+            let (token, _) = try await h.session()
+            let wrong = #"[{"user":{"username":"alice"},"password":{"digest":"00","algorithm":"sha-256"}}]"#
+            var statuses: [Int] = []
+            // Before the fix, POST /v1/methods/login was no login as far as the limit knew: 50 tries in 0.25 s.
+            for _ in 0..<8 { statuses.append(Int(try await h.request(.post, "/v1/methods/login", token: token, body: wrong).status.code)) }
+            #expect(statuses.prefix(5).allSatisfy { $0 == 403 }, "\(statuses)")
+            #expect(statuses.suffix(3).allSatisfy { $0 == 429 }, "\(statuses)")
+            // The address is now refused on the other login routes too, with Retry-After.
+            let session = try await h.request(.post, "/v1/sessions", body: #"{"username":"alice","password":"secret"}"#)
+            expectError(session, .tooManyRequests, "too-many-requests")
+            #expect((1...60).contains(Int(session.headers[.retryAfter] ?? "") ?? 0))
+            expectError(try await h.request(.post, "/v1/session/login", token: token, body: #"{"username":"alice","password":"secret"}"#),
+                        .tooManyRequests, "too-many-requests")
+            expectError(try await h.request(.post, "/v1/methods/createUser", token: token, body: #"[{"username":"x","password":"y"}]"#),
+                        .tooManyRequests, "too-many-requests")
+            // Anonymous sessions and ordinary calls are not logins: still served.
+            #expect(try await h.request(.post, "/v1/sessions", body: "{}").status == .created)
+            #expect(try await h.request(.post, "/v1/methods/echo", token: token, body: "[1]").status == .ok)
+        }
+    }
+
+    @Test func anOrdinaryTestSuiteOpeningManySessionsIsNeverRefused() async throws {
+        // The production defaults, not the harness's.
+        try await BridgeHarness.run(configure: {
+            let defaults = BridgeConfiguration(upstream: $0.upstream)
+            $0.loginRateLimit = defaults.loginRateLimit
+            $0.sessionRateLimit = defaults.sessionRateLimit
+        }) { h in
+            for index in 0..<40 {
+                let body = index % 2 == 0 ? "{}" : #"{"username":"alice","password":"secret"}"#
+                let reply = try await h.request(.post, "/v1/sessions", body: body)
+                #expect(reply.status == .created, "session \(index): \(reply.text)")
+                _ = try await h.request(.delete, "/v1/session", token: reply["token"]?.stringValue)
+            }
+        }
+    }
+
+    @Test(arguments: ["selector=%ZZ", "selector=%FF%FE", "sort=%E2%82", "%ZZ=1"])
+    func aQueryParameterThatIsNotValidPercentEncodedUTF8Is400(query: String) async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            // Before the fix the parameter was ignored: 200 with every document.
+            let reply = try await h.request(.get, "/v1/collections/tasks?\(query)", token: token)
+            expectError(reply, .badRequest, "bad-request")
+            #expect(reply["reason"]?.stringValue?.contains("percent-encoded") == true)
+        }
+    }
+
+    @Test func writesAuthenticatedByTheCookieMustBeJSONAndTheQueryTokenIsForGetOnly() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            let cookie: HTTPFields = [.cookie: "ddp_bridge_session=\(token)"]
+            // A cross-site form post carries the cookie but cannot send JSON.
+            var form = cookie
+            form[.contentType] = "application/x-www-form-urlencoded"
+            let formReply = try await h.client.execute(uri: "/v1/methods/echo", method: .post, headers: form, body: .init(string: "a=1")) { $0 }
+            #expect(formReply.status == .unsupportedMediaType)
+            var json = cookie
+            json[.contentType] = "application/json"
+            let jsonReply = try await h.client.execute(uri: "/v1/methods/echo", method: .post, headers: json, body: .init(string: "[1]")) { $0 }
+            #expect(jsonReply.status == .ok)
+            // ?token= reads (EventSource) but never writes.
+            expectError(try await h.request(.post, "/v1/methods/echo?token=\(token)", body: "[1]"), .badRequest, "bad-request")
+            #expect(try await h.request(.get, "/v1/session?token=\(token)").status == .ok)
+            // The cookie is SameSite=Strict.
+            let created = try await h.request(.post, "/v1/sessions", body: "{}")
+            #expect(created.headers[.setCookie]?.contains("SameSite=Strict") == true)
+        }
+    }
+}
