@@ -37,6 +37,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("reconnect-burst"), help: help("reconnect-burst")) var reconnectBurst: String?
     @Option(name: .customLong("upstream-max-message-size"), help: help("upstream-max-message-size")) var upstreamMaxMessageSize: String?
     @Option(name: .customLong("trust-forwarded-for"), help: help("trust-forwarded-for")) var trustForwardedFor: String?
+    @Option(name: .customLong("trusted-proxies"), help: help("trusted-proxies")) var trustedProxies: String?
     @Option(name: .customLong("batch-window"), help: help("batch-window")) var batchWindow: String?
     @Option(name: .customLong("event-log-size"), help: help("event-log-size")) var eventLogSize: String?
     @Option(name: .customLong("heartbeat-interval"), help: help("heartbeat-interval")) var heartbeatInterval: String?
@@ -78,6 +79,7 @@ struct ServeCommand: AsyncParsableCommand {
             ("reconnect-burst", reconnectBurst),
             ("upstream-max-message-size", upstreamMaxMessageSize),
             ("trust-forwarded-for", trustForwardedFor),
+            ("trusted-proxies", trustedProxies),
             ("batch-window", batchWindow),
             ("event-log-size", eventLogSize),
             ("heartbeat-interval", heartbeatInterval),

@@ -81,3 +81,45 @@ import Testing
         }
     }
 }
+
+@Suite struct ClientAddressTests {
+    let proxies = [IPRange("10.0.0.0/8")!, IPRange("127.0.0.1")!, IPRange("fd00::/8")!]
+
+    @Test func rangesParseAndMatch() {
+        #expect(IPRange("10.0.0.0/8")?.contains("10.200.3.4") == true)
+        #expect(IPRange("10.0.0.0/8")?.contains("11.0.0.1") == false)
+        #expect(IPRange("192.168.1.0/24")?.contains("::ffff:192.168.1.77") == true)
+        #expect(IPRange("fd00::/8")?.contains("fd12::1") == true && IPRange("fd00::/8")?.contains("fe80::1") == false)
+        #expect(IPRange("0.0.0.0/0")?.contains("8.8.8.8") == true)
+        for bad in ["", "10.0.0.0/33", "10.0.0.0/x", "300.1.1.1", "hello", "::1/129", "1.2.3.4/-1"] { #expect(IPRange(Substring(bad)) == nil, "\(bad)") }
+    }
+
+    @Test func theClientIsTheRightmostEntryThatIsNotATrustedProxy() {
+        // The client writes whatever it likes on the left; only what our proxies appended counts.
+        #expect(ClientAddress.resolve(peer: "10.0.0.5", forwardedFor: ["6.6.6.6, 203.0.113.9"], trusted: proxies) == "203.0.113.9")
+        #expect(ClientAddress.resolve(peer: "10.0.0.5", forwardedFor: ["6.6.6.6, 203.0.113.9, 10.1.1.1"], trusted: proxies) == "203.0.113.9")
+        #expect(ClientAddress.resolve(peer: "10.0.0.5", forwardedFor: ["6.6.6.6", "203.0.113.9"], trusted: proxies) == "203.0.113.9")
+        // An untrusted peer is the client, whatever it claims.
+        #expect(ClientAddress.resolve(peer: "198.51.100.1", forwardedFor: ["1.1.1.1"], trusted: proxies) == "198.51.100.1")
+        // Garbage where an address should be is taken as the client (it stops the walk), never skipped.
+        #expect(ClientAddress.resolve(peer: "10.0.0.5", forwardedFor: ["1.1.1.1, nonsense"], trusted: proxies) == "nonsense")
+        // --trust-forwarded-for: one proxy in front, its entry is the rightmost.
+        #expect(ClientAddress.resolve(peer: "172.17.0.2", forwardedFor: ["6.6.6.6, 203.0.113.9"], trusted: [], trustPeer: true) == "203.0.113.9")
+        #expect(ClientAddress.resolve(peer: "10.0.0.5", forwardedFor: [], trusted: proxies) == "10.0.0.5")
+    }
+
+    @Test func rotatingTheLeftmostEntryNoLongerDefeatsPerAddressLimits() async throws {
+        try await BridgeHarness.run(configure: {
+            $0.trustedProxies = [IPRange("127.0.0.1")!]
+            $0.maxSessionsPerAddress = 3
+        }) { h in
+            var statuses: [Int] = []
+            for index in 0..<6 {
+                // Before the fix each made-up leftmost entry was a new "client": no limit applied.
+                let headers: HTTPFields = [.init("X-Forwarded-For")!: "10.9.\(index).1, 203.0.113.7"]
+                statuses.append(Int(try await h.request(.post, "/v1/sessions", body: "{}", headers: headers).status.code))
+            }
+            #expect(statuses == [201, 201, 201, 429, 429, 429], "\(statuses)")
+        }
+    }
+}

@@ -68,6 +68,12 @@ import Testing
         #expect(throws: Settings.Invalid.self) { try Settings(flags: upstream.merging([flag: value]) { $1 }, environment: [:]) }
     }
 
+    @Test func trustedProxiesAreParsedAndValidated() throws {
+        let settings = try Settings(flags: upstream.merging(["trusted-proxies": "10.0.0.0/8, ::1"]) { $1 }, environment: [:])
+        #expect(settings.configuration.trustedProxies == [IPRange("10.0.0.0/8")!, IPRange("::1")!])
+        #expect(throws: Settings.Invalid.self) { try Settings(flags: upstream.merging(["trusted-proxies": "10.0.0.0/99"]) { $1 }, environment: [:]) }
+    }
+
     @Test func reliabilitySettingsHaveDefaultsAndVariables() throws {
         let settings = try Settings(flags: upstream, environment: [:])
         #expect(settings.configuration.reconnectRate == 100 && settings.configuration.reconnectBurst == 50)

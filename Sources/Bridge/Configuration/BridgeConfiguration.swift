@@ -31,8 +31,11 @@ public struct BridgeConfiguration: Sendable {
     /// Documents a collection query returns when it sets no `limit`, and the most it may ask for.
     public var defaultQueryLimit: Int
     public var maxQueryLimit: Int
-    /// Read the client address from `X-Forwarded-For` (only behind a proxy you trust).
+    /// Trust the direct peer as a proxy (deprecated: one proxy in front; prefer `trustedProxies`).
     public var trustForwardedFor: Bool
+    /// Reverse proxies whose `X-Forwarded-For` entries are trusted: the client address is the
+    /// rightmost entry that is not one of them.
+    public var trustedProxies: [IPRange] = []
     /// Upstream protocol settings (heartbeats, reconnect backoff).
     public var ddp: DDPClientConfiguration
     /// Changes closer together than this are consolidated per document before streams see them.

@@ -40,7 +40,8 @@ public struct Settings: Sendable {
         Setting(flag: "reconnect-rate", help: "Upstream reconnect attempts per second across all sessions (0: unpaced)", defaultValue: "100"),
         Setting(flag: "reconnect-burst", help: "Upstream reconnect attempts allowed at once before the rate applies", defaultValue: "50"),
         Setting(flag: "upstream-max-message-size", help: "Largest DDP message accepted from the upstream, in bytes", defaultValue: "16777216"),
-        Setting(flag: "trust-forwarded-for", help: "Take the client address from X-Forwarded-For (behind a trusted proxy)", defaultValue: "false"),
+        Setting(flag: "trust-forwarded-for", help: "Deprecated (one proxy in front): trust the direct peer's X-Forwarded-For; prefer --trusted-proxies", defaultValue: "false"),
+        Setting(flag: "trusted-proxies", help: "Comma-separated addresses or CIDR ranges of your reverse proxies; the client address is the rightmost X-Forwarded-For entry not among them", defaultValue: nil),
         Setting(flag: "batch-window", help: "Milliseconds over which changes are consolidated per document", defaultValue: "1"),
         Setting(flag: "event-log-size", help: "Events a session keeps for resuming streams", defaultValue: "10000"),
         Setting(flag: "heartbeat-interval", help: "Seconds between heartbeat comments on idle streams", defaultValue: "15"),
@@ -137,6 +138,14 @@ public struct Settings: Sendable {
         // NIO takes frame limits of at most 32 bits; a message over 1 GiB is no DDP message.
         configuration.upstreamMaxMessageSize = try integer("upstream-max-message-size", minimum: 1024, maximum: 1 << 30)
         configuration.trustForwardedFor = try flag("trust-forwarded-for")
+        for entry in (value("trusted-proxies") ?? "").split(separator: ",") {
+            let text = entry.trimmingCharacters(in: .whitespaces)
+            guard !text.isEmpty else { continue }
+            guard let range = IPRange(Substring(text)) else {
+                throw Invalid(description: "--trusted-proxies (DDP_BRIDGE_TRUSTED_PROXIES): '\(text)' is not an IP address or CIDR range")
+            }
+            configuration.trustedProxies.append(range)
+        }
         configuration.batchWindow = .microseconds(Int64((try number("batch-window", maximum: 60_000) * 1000).rounded()))
         configuration.eventLogSize = try integer("event-log-size")
         configuration.heartbeatInterval = try seconds("heartbeat-interval", minimum: 0.1)

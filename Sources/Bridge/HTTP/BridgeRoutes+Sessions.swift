@@ -9,7 +9,7 @@ extension BridgeRoutes {
     @Sendable func createSession(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let body = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize)
         let loginRequest = try body.flatMap(Self.loginRequest)
-        let address = HTTPSupport.clientAddress(request, context, trustForwardedFor: configuration.trustForwardedFor)
+        let address = HTTPSupport.clientAddress(request, context, configuration: configuration)
         try registry.checkSessionRate(address)
         let (session, token) = try registry.create(clientAddress: address)
         do {
@@ -79,7 +79,7 @@ extension BridgeRoutes {
         guard case .string(let password)? = body["password"], !password.isEmpty else { throw BridgeError.badRequest("password must be a non-empty string") }
         if let profile = body["profile"], profile.objectValue == nil { throw BridgeError.badRequest("profile must be an object") }
         let existing = HTTPSupport.credential(request) == nil ? nil : try await session(request, context)
-        let address = existing?.clientAddress ?? HTTPSupport.clientAddress(request, context, trustForwardedFor: configuration.trustForwardedFor)
+        let address = existing?.clientAddress ?? HTTPSupport.clientAddress(request, context, configuration: configuration)
         if existing == nil { try registry.checkSessionRate(address) }
         var created: (session: Session, token: String)?
         if existing == nil { created = try registry.create(clientAddress: address) }

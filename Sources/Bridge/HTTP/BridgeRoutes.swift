@@ -98,7 +98,7 @@ struct BridgeRoutes: Sendable {
         guard (8...512).contains(token.count), token.allSatisfy(allowed.contains), !registry.wasRefused(meteorKey: key) else {
             throw BridgeError.unauthorized("invalid-login-token", "The Meteor login token was refused")
         }
-        let address = HTTPSupport.clientAddress(request, context, trustForwardedFor: configuration.trustForwardedFor)
+        let address = HTTPSupport.clientAddress(request, context, configuration: configuration)
         try registry.checkSessionRate(address)
         let (session, _) = try registry.create(clientAddress: address, meteorToken: token)
         do {

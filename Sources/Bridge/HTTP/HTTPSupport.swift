@@ -93,13 +93,13 @@ enum HTTPSupport {
 
     static let clearedCookie = "\(cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
 
-    /// The end user's address: the peer, or the first `X-Forwarded-For` entry behind a trusted proxy.
-    static func clientAddress(_ request: Request, _ context: BridgeRequestContext, trustForwardedFor: Bool) -> String {
-        if trustForwardedFor, let forwarded = request.headers[.init("X-Forwarded-For")!] {
-            let first = forwarded.split(separator: ",").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
-            if !first.isEmpty { return first }
-        }
-        return context.remoteAddress?.ipAddress ?? "unknown"
+    /// The end user's address (see ``ClientAddress/resolve(peer:forwardedFor:trusted:trustPeer:)``).
+    static func clientAddress(_ request: Request, _ context: BridgeRequestContext, configuration: BridgeConfiguration) -> String {
+        let peer = context.remoteAddress?.ipAddress ?? "unknown"
+        guard configuration.trustForwardedFor || !configuration.trustedProxies.isEmpty else { return peer }
+        return ClientAddress.resolve(
+            peer: peer, forwardedFor: request.headers[values: .init("X-Forwarded-For")!],
+            trusted: configuration.trustedProxies, trustPeer: configuration.trustForwardedFor)
     }
 
     /// The shortest upstream timeout a request may ask for.
