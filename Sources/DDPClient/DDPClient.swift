@@ -78,6 +78,8 @@ public actor DDPClient {
 
     /// Reads the merged document view inside the actor, without copying it.
     public func withCache<T: Sendable>(_ body: (DocumentCache) throws -> T) rethrows -> T { try body(machine.cache) }
+    /// A copy of one collection of the merged view (O(1): copy-on-write), to read outside the actor.
+    public func collection(_ name: String) -> DocumentCache.Collection? { machine.cache.collections[name] }
     public var userID: String? { machine.userID }
     public var loginToken: String? { machine.loginToken }
     public var tokenExpires: Double? { machine.tokenExpires }

@@ -35,6 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("session-rate-limit"), help: help("session-rate-limit")) var sessionRateLimit: String?
     @Option(name: .customLong("reconnect-rate"), help: help("reconnect-rate")) var reconnectRate: String?
     @Option(name: .customLong("reconnect-burst"), help: help("reconnect-burst")) var reconnectBurst: String?
+    @Option(name: .customLong("query-time-budget"), help: help("query-time-budget")) var queryTimeBudget: String?
     @Option(name: .customLong("upstream-max-message-size"), help: help("upstream-max-message-size")) var upstreamMaxMessageSize: String?
     @Option(name: .customLong("trust-forwarded-for"), help: help("trust-forwarded-for")) var trustForwardedFor: String?
     @Option(name: .customLong("trusted-proxies"), help: help("trusted-proxies")) var trustedProxies: String?
@@ -77,6 +78,7 @@ struct ServeCommand: AsyncParsableCommand {
             ("session-rate-limit", sessionRateLimit),
             ("reconnect-rate", reconnectRate),
             ("reconnect-burst", reconnectBurst),
+            ("query-time-budget", queryTimeBudget),
             ("upstream-max-message-size", upstreamMaxMessageSize),
             ("trust-forwarded-for", trustForwardedFor),
             ("trusted-proxies", trustedProxies),

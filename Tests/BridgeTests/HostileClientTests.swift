@@ -1,9 +1,11 @@
 import Bridge
 import DDP
 import Foundation
+import Synchronization
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import NIOHTTP1
 import Testing
 
 /// A hostile or careless client, through HTTP: limits it cannot get around and input it cannot
@@ -122,4 +124,46 @@ import Testing
             #expect(statuses == [201, 201, 201, 429, 429, 429], "\(statuses)")
         }
     }
+}
+
+@Suite struct HeavyQueryTests {
+    @Test func aHeavyQueryNeitherHoldsUpTheSessionNorRunsWithoutABudget() async throws {
+        try await BridgeHarness.run(configure: { $0.queryTimeBudget = .milliseconds(1500) }) { h in
+            let (token, _) = try await h.session()
+            let sub = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[20000],"timeout":60000}"#)
+            #expect(sub.status == .created, "\(sub.text)")
+            // A 1,000-value $in of numbers: a linear test per document, seconds of work in all.
+            let values = (1...1_000).map { "-\($0)" }.joined(separator: ",")
+            let selector = urlEncoded(#"{"i":{"$in":["# + values + "]}}")
+            let finished = LockedBox<[String]>([])
+            let port = try #require(h.client.port)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    let reply = try await h.request(.get, "/v1/collections/bulk?selector=\(selector)", token: token)
+                    finished.append("query \(reply.status.code)")
+                    // Refused once its budget is spent, with a reason (before the fix: no budget at all).
+                    expectError(reply, .unprocessableContent, "query-too-expensive")
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(300))
+                    // Before the fix the query ran inside the session's connection actor, and this call waited for it.
+                    let echo = try await requestOnOwnConnection(port: port, .POST, "/v1/methods/echo", token: token, body: "[1]")
+                    finished.append("echo \(echo.status)")
+                }
+                try await group.waitForAll()
+            }
+            #expect(finished.value == ["echo 200", "query 422"], "\(finished.value)")
+            // A cheap query on the same collection is answered.
+            let cheap = try await h.request(.get, "/v1/collections/bulk?selector=\(urlEncoded(#"{"group":{"$in":["g1","g2"]}}"#))&limit=5", token: token)
+            #expect(cheap.status == .ok && cheap["count"] == 4_000, "\(cheap.text.prefix(200))")
+        }
+    }
+}
+
+/// A value shared by test tasks.
+final class LockedBox<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    var value: Value { mutex.withLock { $0 } }
+    func append<Element>(_ element: Element) where Value == [Element] { mutex.withLock { $0.append(element) } }
 }

@@ -173,3 +173,36 @@ extension SSEReader {
         }
     }
 }
+
+/// One request on a connection of its own (the harness's client sends its requests one after
+/// another on one connection); returns the status and the body.
+func requestOnOwnConnection(port: Int, _ method: HTTPMethod, _ path: String, token: String?, body: String? = nil) async throws -> (status: Int, body: String) {
+    let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+            }
+        }
+    var headers = HTTPHeaders([("Host", "127.0.0.1"), ("Connection", "close")])
+    if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
+    if let body {
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: String(body.utf8.count))
+    }
+    return try await channel.executeThenClose { inbound, outbound in
+        try await outbound.write(.head(HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)))
+        if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(string: body)))) }
+        try await outbound.write(.end(nil))
+        var status = 0
+        var text = ""
+        for try await part in inbound {
+            switch part {
+            case .head(let head): status = Int(head.status.code)
+            case .body(let buffer): text += String(buffer: buffer)
+            case .end: return (status, text)
+            }
+        }
+        return (status, text)
+    }
+}

@@ -65,6 +65,8 @@ public struct BridgeConfiguration: Sendable {
     /// after a Meteor restart, sessions come back at this pace rather than all at once.
     public var reconnectRate: Double = 100
     public var reconnectBurst = 50
+    /// How long one collection query may scan before it is refused with 422.
+    public var queryTimeBudget: Duration = .seconds(2)
 
     public init(
         upstream: String,

@@ -39,6 +39,7 @@ public struct Settings: Sendable {
         Setting(flag: "session-rate-limit", help: "Session creations per client address per 10 s", defaultValue: "100"),
         Setting(flag: "reconnect-rate", help: "Upstream reconnect attempts per second across all sessions (0: unpaced)", defaultValue: "100"),
         Setting(flag: "reconnect-burst", help: "Upstream reconnect attempts allowed at once before the rate applies", defaultValue: "50"),
+        Setting(flag: "query-time-budget", help: "Seconds one collection query may scan before it is refused (422)", defaultValue: "2"),
         Setting(flag: "upstream-max-message-size", help: "Largest DDP message accepted from the upstream, in bytes", defaultValue: "16777216"),
         Setting(flag: "trust-forwarded-for", help: "Deprecated (one proxy in front): trust the direct peer's X-Forwarded-For; prefer --trusted-proxies", defaultValue: "false"),
         Setting(flag: "trusted-proxies", help: "Comma-separated addresses or CIDR ranges of your reverse proxies; the client address is the rightmost X-Forwarded-For entry not among them", defaultValue: nil),
@@ -135,6 +136,7 @@ public struct Settings: Sendable {
         configuration.sessionRateLimit = (try integer("session-rate-limit"), .seconds(10))
         configuration.reconnectRate = try number("reconnect-rate", maximum: 1_000_000)
         configuration.reconnectBurst = try integer("reconnect-burst", maximum: 1_000_000)
+        configuration.queryTimeBudget = try seconds("query-time-budget", minimum: 0.01)
         // NIO takes frame limits of at most 32 bits; a message over 1 GiB is no DDP message.
         configuration.upstreamMaxMessageSize = try integer("upstream-max-message-size", minimum: 1024, maximum: 1 << 30)
         configuration.trustForwardedFor = try flag("trust-forwarded-for")

@@ -19,8 +19,11 @@ extension BridgeRoutes {
             selector: HTTPSupport.query(request, "selector"), sort: HTTPSupport.query(request, "sort"), skip: HTTPSupport.query(request, "skip"), limit: HTTPSupport.query(request, "limit"), fields: HTTPSupport.query(request, "fields"),
             defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
         let session = try await session(request, context)
-        let bytes = await session.client.withCache { cache -> [UInt8] in
-            let (documents, count) = query.run(on: cache.collections[name])
+        // A copy of the one collection (copy-on-write: O(1) now; the connection copies its
+        // dictionary only if it changes while the query runs). The scan runs outside the actor.
+        let collection = await session.client.collection(name)
+        let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
+        let bytes: [UInt8] = {
             var out: [UInt8] = []
             out.reserveCapacity(64 + documents.count * 128)
             EJSONWriter.appendLiteral("{\"documents\":[", to: &out)
@@ -32,7 +35,7 @@ extension BridgeRoutes {
             EJSONWriter.writeInteger(Int64(count), into: &out)
             out.append(UInt8(ascii: "}"))
             return out
-        }
+        }()
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(bytes: bytes)))
     }
 

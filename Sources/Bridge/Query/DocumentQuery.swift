@@ -1,3 +1,4 @@
+import HTTPTypes
 public import DDP
 
 /// A query over one collection of the session's cache: a Mongo-style selector, a
@@ -78,6 +79,28 @@ public struct DocumentQuery: Sendable {
             let document = Self.withID(id, fields)
             if selector.matches(document) { matches.append((id, document)) }
         }
+        return page(matches, collection)
+    }
+
+    /// Runs the query within `budget`, 422 `query-too-expensive` when the scan outlasts it. It runs
+    /// outside the session's connection actor (on a copy of the collection) and yields every 256
+    /// documents, so a heavy query holds up neither the session's upstream traffic nor other requests.
+    public func run(on collection: DocumentCache.Collection?, budget: QueryBudget) async throws -> (documents: [EJSONObject], count: Int) {
+        guard let collection else { return ([], 0) }
+        var budget = budget
+        var matches: [(id: String, document: EJSONObject)] = []
+        for (id, fields) in collection.documents {
+            if try budget.examined(matches: matches.count) { await Task.yield() }
+            try Task.checkCancellation()
+            let document = Self.withID(id, fields)
+            if selector.matches(document) { matches.append((id, document)) }
+        }
+        return page(matches, collection)
+    }
+
+    /// Sort (or the collection's own order), skip, limit and projection.
+    private func page(_ matches: [(id: String, document: EJSONObject)], _ collection: DocumentCache.Collection) -> (documents: [EJSONObject], count: Int) {
+        var matches = matches
         if let order = collection.order, sort.isEmpty {
             let rank = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
             matches.sort { (rank[$0.id] ?? .max) < (rank[$1.id] ?? .max) }
@@ -179,5 +202,35 @@ public struct Projection: Sendable {
         guard case .object(var child)? = target[key] else { return }
         remove(path.dropFirst(), from: &child)
         target[key] = .object(child)
+    }
+}
+
+/// How long a collection query may scan before it is refused (checked every 256 documents).
+public struct QueryBudget: Sendable {
+    let deadline: ContinuousClock.Instant?
+    let limit: Duration
+    private(set) var examined = 0
+
+    public init(time: Duration, now: ContinuousClock.Instant = .now) {
+        deadline = now + time
+        limit = time
+    }
+
+    private init() {
+        deadline = nil
+        limit = .zero
+    }
+
+    public static let unlimited = QueryBudget()
+
+    /// Counts one document; `true` every 256 (a moment to yield); 422 past the deadline.
+    mutating func examined(matches: Int) throws(BridgeError) -> Bool {
+        examined += 1
+        guard examined & 255 == 0 else { return false }
+        guard let deadline, ContinuousClock.now > deadline else { return true }
+        throw BridgeError(
+            .unprocessableContent, "query-too-expensive",
+            "The query examined \(examined) documents without finishing within \(limit) (the --query-time-budget); narrow the selector",
+            details: ["examined": .int(examined), "matched": .int(matches)])
     }
 }

@@ -13,7 +13,7 @@ public struct Selector: Sendable, Equatable {
     indirect enum FieldTest: Sendable, Equatable {
         case equals(EJSON)
         case notEquals(EJSON)
-        case `in`([EJSON])
+        case `in`(MemberSet)
         case notIn([EJSON])
         case compare(op: ComparisonOperator, EJSON)
         case exists(Bool)
@@ -98,7 +98,7 @@ public struct Selector: Sendable, Equatable {
             case "$ne": tests.append(.notEquals(v))
             case "$in", "$nin", "$all":
                 guard case .array(let values) = v else { throw SelectorError("\(field.key) needs an array") }
-                tests.append(field.key == "$in" ? .in(values) : field.key == "$nin" ? .notIn(values) : .all(values))
+                tests.append(field.key == "$in" ? .in(MemberSet(values)) : field.key == "$nin" ? .notIn(values) : .all(values))
             case "$gt", "$gte", "$lt", "$lte":
                 tests.append(.compare(op: ComparisonOperator(rawValue: field.key)!, v))
             case "$exists":
@@ -163,7 +163,7 @@ extension Selector.FieldTest {
     func matches(_ values: [EJSON?]) -> Bool {
         switch self {
         case .notEquals(let v): return !Self.equals(v).matches(values)
-        case .notIn(let vs): return !Self.in(vs).matches(values)
+        case .notIn(let vs): return !Self.in(Selector.MemberSet(vs)).matches(values)
         case .not(let inner): return !inner.matches(values)
         case .allOf(let tests): return tests.allSatisfy { $0.matches(values) }
         case .exists(let wanted): return values.contains { $0 != nil } == wanted
@@ -179,7 +179,12 @@ extension Selector.FieldTest {
             if case .array(let elements) = value { return elements.contains { $0 == target } }
             return false
         case .in(let targets):
-            return targets.contains { Self.equals($0).matchesOne(value) }
+            // Mongo's `$in`: equality with any target, or an array holding one (a hashed lookup
+            // for string targets, so 2,000 values cost one lookup per document, not 2,000).
+            guard let value else { return targets.containsNull }
+            if targets.contains(value) { return true }
+            if case .array(let elements) = value { return elements.contains { targets.contains($0) } }
+            return false
         case .compare(let op, let target):
             guard let value else { return false }
             if case .array(let elements) = value, !(target.arrayValue != nil) {
