@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, builds, runs every
-# test (Swift Testing), checks the running server against openapi.yaml (schemathesis),
+# test (Swift Testing; the fault campaign runs there with 200 faults), fuzzes for a minute, checks the running server against openapi.yaml (schemathesis),
 # drives the web console in headless Chromium, then a seconds-long smoke run of the
 # benchmark harness.
 set -euo pipefail
@@ -13,6 +13,10 @@ swift test --disable-xctest 2>&1 | tee .build/test-output.txt
 # Heavy tests (tens of thousands of documents) run on their own, so their load does not
 # disturb the timing of the others.
 DDP_BRIDGE_HEAVY_TESTS=1 swift test --disable-xctest --skip-build --filter aConsumerThatStopsReadingIsCutOffWithAReason 2>&1 | tee .build/test-output-heavy.txt
+
+# Fuzzing, bounded: each libFuzzer target (EJSON, DDP messages, selectors) for 20 s, seeded with
+# the recorded transcripts; a crash fails the run (scripts/fuzz.sh for longer runs).
+scripts/fuzz.sh --seconds 20
 
 # The release build: the contract and browser checks run against it (so release-only
 # faults show up), and the benchmark harness needs it.

@@ -160,3 +160,13 @@ import Testing
         #expect(reparsed == original)
     }
 }
+
+/// Inputs the fuzzer (scripts/fuzz.sh) found, kept as regression tests.
+@Suite struct FuzzFindingsTests {
+    @Test func aDateOutOfRangeIsRefusedNotWrittenAsNull() {
+        // Was parsed as an infinite date and written as {"$date":null}, which nothing reads back.
+        #expect(throws: EJSONParseError.self) { try EJSONParser.parse(#"[{"when":{"$date":1e400}}]"#) }
+        #expect(throws: EJSONParseError.self) { try EJSONParser.parse(#"{"$date":-1e999}"#) }
+        #expect((try? EJSONParser.parse(#"{"$date":1700000000000}"#)) == .date(1_700_000_000_000))
+    }
+}

@@ -196,6 +196,11 @@ public struct EJSONParser: ~Copyable {
                 guard case .number(let ms) = value else {
                     throw EJSONParseError(offset: offset, reason: "$date must be a number of milliseconds, got \(value.typeName)")
                 }
+                // A date out of range (`1e400` reads as infinity) has no EJSON form: it would be
+                // written as `{"$date":null}`, which the upstream refuses (found by fuzzing).
+                guard ms.isFinite else {
+                    throw EJSONParseError(offset: offset, reason: "$date must be a finite number of milliseconds")
+                }
                 return .date(ms)
             case "$binary":
                 guard case .string(let text) = value else {

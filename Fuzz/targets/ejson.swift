@@ -1,0 +1,13 @@
+// libFuzzer entry point, compiled into one module with Sources/DDP by scripts/fuzz.sh.
+
+/// Any bytes: the parser answers a value or an error, never traps; what parses writes back
+/// to text that parses to an equal value.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = UnsafeBufferPointer(start: data, count: size)
+    guard let value = try? EJSONParser.parse(bytes) else { return 0 }
+    let written = EJSONWriter.encode(value)
+    guard let again = try? EJSONParser.parse(written) else { fatalError("written EJSON does not parse: \(String(decoding: written, as: UTF8.self))") }
+    guard value == again else { fatalError("round trip changed the value: \(String(decoding: written, as: UTF8.self))") }
+    return 0
+}

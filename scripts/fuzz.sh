@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# libFuzzer over the pure layers: the EJSON parser and writer (round trip), DDP message decoding
+# both ways (and applying server messages to a document cache), selector parsing and matching,
+# value ordering (sorts) and document-id decoding. Each target is compiled into one module with
+# Sources/DDP (-sanitize=fuzzer,address) and seeded with every recorded server frame and client
+# message of the transcripts. A crash stops the run with the input in .build-fuzz/ and exits 1:
+# make it a regression test in Tests/DDPTests.
+# Usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector]   (default 300 s each)
+# Figures: .build-fuzz/results.md (executions, coverage, corpus per target).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+seconds=300
+only=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --seconds) seconds="$2"; shift 2 ;;
+        --target) only="$2"; shift 2 ;;
+        *) echo "usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector]" >&2; exit 2 ;;
+    esac
+done
+out=.build-fuzz
+mkdir -p "$out"
+sources=$(find Sources/DDP -name '*.swift')
+# Seeds: each line of the recorded transcripts (server frames and client messages), plus a few selectors.
+seeds="$out/seeds"
+rm -rf "$seeds"; mkdir -p "$seeds"
+n=0
+while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    n=$((n + 1)); printf '%s' "$line" > "$seeds/t$n"
+done < <(cat Tests/DDPTests/Fixtures/server-frames.txt; find Tests/DDPTests/Fixtures/transcripts -name '*.jsonl' -exec cat {} + | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        continue
+    message = record.get("message", record) if isinstance(record, dict) else record
+    print(json.dumps(message, separators=(",", ":")))
+')
+printf '%s' '[{"a":{"$in":[1,"x",null]},"b.c":{"$gt":2}},{"a":[1,2],"b":{"c":3}}]' > "$seeds/s1"
+printf '%s' '[{"$or":[{"a":{"$exists":true}},{"d":{"$elemMatch":{"e":1}}}]},{"d":[{"e":1}]}]' > "$seeds/s2"
+printf '%s' '[{"when":{"$date":1e400}},{"x":{"$InfNaN":-1},"y":{"$binary":"AAE="}}]' > "$seeds/s3"
+summary="$out/results.md"
+echo "| target | seconds | executions | exec/s | coverage (cov) | features (ft) | corpus | crashes |" > "$summary"
+echo "|---|---|---|---|---|---|---|---|" >> "$summary"
+status=0
+for target in ejson messages selector; do
+    [ -z "$only" ] || [ "$only" = "$target" ] || continue
+    binary="$out/fuzz-$target"
+    swiftc -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 -package-name fuzz -module-name "Fuzz_$target" \
+        -I Sources/CLibCrypto $sources "Fuzz/targets/$target.swift" -lcrypto -o "$binary"
+    corpus="$out/corpus-$target"
+    mkdir -p "$corpus" "$out/crashes-$target"
+    log="$out/fuzz-$target.log"
+    set +e
+    nice -n 10 "$binary" "$corpus" "$seeds" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$out/crashes-$target/" -print_final_stats=1 > "$log" 2>&1
+    code=$?
+    set -e
+    runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo 0)
+    rate=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo 0)
+    cov=$(grep -Eo 'cov: [0-9]+' "$log" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
+    ft=$(grep -Eo 'ft: [0-9]+' "$log" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)
+    files=$(find "$corpus" -type f | wc -l)
+    crashes=$(find "$out/crashes-$target" -type f | wc -l)
+    echo "| $target | $seconds | $runs | $rate | $cov | $ft | $files | $crashes |" >> "$summary"
+    if [ "$code" -ne 0 ] || [ "$crashes" -ne 0 ]; then
+        echo "fuzz: $target found a crash (exit $code); see $log and $out/crashes-$target/" >&2
+        tail -n 30 "$log" >&2
+        status=1
+    fi
+done
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >> "$summary"
+cat "$summary"
+exit $status
