@@ -81,12 +81,14 @@ import Testing
         try await BridgeHarness.run(configure: { $0.heartbeatInterval = .milliseconds(200) }) { h in
             let (token, _) = try await h.session()
             let port = try #require(h.client.port)
-            try await withEventStream(port: port, "/v1/events?subscribe=ticker&params=\(urlEncoded("[40,4]"))", token: token) { stream in
+            // Slow enough that the stream is attached before the last tick even on a loaded machine
+            // (a stream without a snapshot sees only what happens after it attaches).
+            try await withEventStream(port: port, "/v1/events?subscribe=ticker&params=\(urlEncoded("[10,8]"))", token: token) { stream in
                 // Ticks the ticker publishes together (it catches up when it wakes late) are one
                 // consolidated change per document, so the stream may skip a value, never reorder.
-                try await stream.wait("the fourth tick") { events in events.contains { $0.event == "changed" && $0.json["fields"]?["n"] == 4 } }
+                try await stream.wait("the last tick") { events in events.contains { $0.event == "changed" && $0.json["fields"]?["n"] == 8 } }
                 let ticks = await stream.events.filter { $0.event == "changed" }.compactMap { $0.json["fields"]?["n"]?.intValue }
-                #expect(ticks.last == 4 && ticks == ticks.sorted() && Set(ticks).count == ticks.count, "\(ticks)")
+                #expect(ticks.last == 8 && ticks == ticks.sorted() && Set(ticks).count == ticks.count, "\(ticks)")
                 #expect(try await h.request(.get, "/v1/subscriptions", token: token).json.arrayValue?.count == 1)
             }
             // Closing the stream releases its subscription (after the linger).

@@ -47,8 +47,10 @@ import Testing
             let token = try await rig.newSession()
             try await withEventStream(port: rig.port, "/v1/events", token: token) { stream in
                 try await stream.waitUntilOpen()
-                async let call = rig.post("/v1/methods/sleep", token: token, body: "[700]")
-                try await Task.sleep(for: .milliseconds(200))
+                // The call must be in flight (its connection open) before the shutdown: on a loaded
+                // machine 200 ms was not always enough to connect.
+                async let call = rig.post("/v1/methods/sleep", token: token, body: "[1500]")
+                try await Task.sleep(for: .milliseconds(600))
                 await rig.group.triggerGracefulShutdown()
                 let reply = try await call
                 #expect(reply.status == .ok, "the call in flight finishes within the grace period: \(reply.text)")
