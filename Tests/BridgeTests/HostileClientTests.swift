@@ -167,3 +167,27 @@ final class LockedBox<Value: Sendable>: Sendable {
     var value: Value { mutex.withLock { $0 } }
     func append<Element>(_ element: Element) where Value == [Element] { mutex.withLock { $0.append(element) } }
 }
+
+@Suite struct LargeSnapshotTests {
+    @Test func aSnapshotLargerThanTheStreamBufferIsDeliveredWhole() async throws {
+        try await BridgeHarness.run(configure: { $0.streamBufferLimit = 256 << 10 }) { h in
+            let (token, _) = try await h.session()
+            let sub = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[10000],"timeout":60000}"#)
+            #expect(sub.status == .created, "\(sub.text)")
+            let port = try #require(h.client.port)
+            // About 1.5 MB of snapshot through a 256 KiB buffer. Before the fix it was cut as
+            // `slow-consumer` at once, on every retry.
+            try await withEventStream(port: port, "/v1/events?collections=bulk&snapshot=true", token: token) { stream in
+                try await stream.wait("the whole snapshot", timeout: .seconds(60)) { $0.contains { $0.event == "snapshot" || $0.event == "error" } }
+                let events = await stream.events
+                #expect(!events.contains { $0.event == "error" }, "\(events.last.map { "\($0.event) \($0.data)" } ?? "")")
+                #expect(events.first?.event == "reset")
+                #expect(events.filter { $0.event == "added" }.count == 10_000)
+                #expect(events.last?.event == "snapshot" && events.last?.json["count"] == 10_000)
+                // Live changes after it still arrive, in order.
+                _ = try await h.request(.patch, "/v1/collections/bulk/b7", token: token, body: #"{"text":"after the snapshot"}"#)
+                try await stream.wait("a live change") { $0.contains { $0.event == "changed" } }
+            }
+        }
+    }
+}

@@ -43,7 +43,44 @@ final class EventStream: Sendable {
         var ending: [UInt8]?
         /// Live queries: ids of the documents currently inside the selector.
         var matching: Set<String> = []
+        /// What the stream starts with (a replay, or a reset and snapshot): written at the pace
+        /// the consumer reads, before any live frame, and not counted against the live buffer.
+        var prelude: Prelude?
     }
+
+    /// The first frames of a stream, produced as the writer asks for them: a snapshot of any
+    /// size reaches a consumer that keeps reading, however slowly, with memory for one chunk.
+    struct Prelude: Sendable {
+        var head: [[UInt8]]
+        var documents: ArraySlice<(collection: String, id: String, document: EJSONObject)>
+        var tail: [[UInt8]]
+        let logID: UInt64
+
+        /// Up to about `budget` bytes of frames, in order; `nil` when nothing is left.
+        mutating func next(budget: Int) -> [[UInt8]]? {
+            var out: [[UInt8]] = []
+            var bytes = 0
+            if !head.isEmpty {
+                out = head
+                bytes = head.reduce(0) { $0 + $1.count }
+                head = []
+            }
+            while bytes < budget, let doc = documents.popFirst() {
+                let event = SessionEvent.document(.added(collection: doc.collection, id: doc.id, fields: doc.document), document: doc.document, id: logID)
+                let frame = SSEFrame.encode(id: nil, event: event.kind.rawValue, data: event.payload)
+                bytes += frame.count
+                out.append(frame)
+            }
+            if documents.isEmpty, bytes < budget, !tail.isEmpty {
+                out += tail
+                tail = []
+            }
+            return out.isEmpty ? nil : out
+        }
+    }
+
+    /// Bytes of a prelude handed to the writer at a time.
+    static let preludeChunk = 64 << 10
 
     let filter: StreamFilter
     let limit: Int
@@ -93,6 +130,12 @@ final class EventStream: Sendable {
 
     func setMatching(_ ids: Set<String>) { state.withLock { $0.matching = ids } }
 
+    /// Sets what the stream starts with (before any live frame) and wakes the writer.
+    func start(with prelude: Prelude) {
+        state.withLock { $0.prelude = prelude }
+        bell.yield()
+    }
+
     /// Adds frames; past the limit the buffer is dropped and the stream ends with a reason.
     func enqueue(_ frames: [[UInt8]]) {
         let ring = state.withLock { state -> Bool in
@@ -139,11 +182,16 @@ final class EventStream: Sendable {
         bell.yield()
     }
 
-    /// What the writer sends next: the buffered frames (swapped out under the lock, copied
-    /// once into one buffer outside it), and the ending if the stream is over.
-    func take() -> (bytes: ByteBuffer?, ending: [UInt8]?) {
-        let (frames, size, ending, dropped) = state.withLock { state in
-            let taken = (state.frames, state.bytes, state.ending, state.dropped)
+    /// What the writer sends next: a chunk of the prelude while there is one, else the buffered
+    /// live frames (swapped out under the lock, copied once into one buffer outside it), and the
+    /// ending if the stream is over. `more`: call again without waiting for the bell.
+    func take() -> (bytes: ByteBuffer?, ending: [UInt8]?, more: Bool) {
+        let (frames, ending, dropped, more) = state.withLock { state -> ([[UInt8]], [UInt8]?, Int, Bool) in
+            if state.ending == nil, state.prelude != nil {
+                if let chunk = state.prelude!.next(budget: Self.preludeChunk) { return (chunk, nil, 0, true) }
+                state.prelude = nil
+            }
+            let taken = (state.frames, state.ending, state.dropped, false)
             state.frames = []
             state.bytes = 0
             state.dropped = 0
@@ -151,9 +199,9 @@ final class EventStream: Sendable {
         }
         if !frames.isEmpty { metrics?.eventsDelivered.increment(by: frames.count) }
         if dropped > 0 { metrics?.eventsDropped.increment(by: dropped) }
-        guard !frames.isEmpty else { return (nil, ending) }
-        var buffer = ByteBufferAllocator().buffer(capacity: size)
+        guard !frames.isEmpty else { return (nil, ending, more) }
+        var buffer = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.count })
         for frame in frames { buffer.writeBytes(frame) }
-        return (buffer, ending)
+        return (buffer, ending, more)
     }
 }

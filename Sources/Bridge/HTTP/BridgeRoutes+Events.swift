@@ -48,12 +48,17 @@ extension BridgeRoutes {
                 // Heartbeats come from the registry, like any other frame.
                 try await withGracefulShutdownHandler {
                     for await _ in stream.rings {
-                        // Everything buffered goes out in one write (coalesced frames).
-                        let (bytes, ending) = stream.take()
-                        if let bytes { try await writer.write(bytes) }
-                        if let ending {
-                            try await writer.write(ByteBuffer(bytes: ending))
-                            return
+                        // Everything buffered goes out in one write (coalesced frames); a prelude
+                        // (replay, snapshot) goes out chunk by chunk, each write waiting for the
+                        // consumer: backpressure, so a snapshot of any size arrives.
+                        while true {
+                            let (bytes, ending, more) = stream.take()
+                            if let bytes { try await writer.write(bytes) }
+                            if let ending {
+                                try await writer.write(ByteBuffer(bytes: ending))
+                                return
+                            }
+                            if !more { break }
                         }
                     }
                 } onGracefulShutdown: {

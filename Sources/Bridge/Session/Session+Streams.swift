@@ -39,25 +39,27 @@ extension Session {
                 let lastID = state.hub.log.lastID
                 let matching = Self.matchingDocuments(cache, stream.filter)
                 if stream.filter.selector != nil { stream.setMatching(Set(matching.map(\.id))) }
-                var frames: [[UInt8]] = []
+                var prelude: EventStream.Prelude?
                 switch start {
                 case .live:
                     break
                 case .snapshot:
-                    frames = Self.snapshot(matching, id: lastID, reason: "A snapshot follows")
+                    prelude = Self.snapshot(matching, id: lastID, reason: "A snapshot follows")
                 case .resume(let after):
                     if stream.filter.selector == nil, let missed = state.hub.log.events(after: after) {
+                        var frames: [[UInt8]] = []
                         for event in missed {
                             if let c = event.collection, let id = event.documentID, !stream.filter.admits(collection: c, id: id) { continue }
                             frames.append(event.frame)
                         }
+                        prelude = EventStream.Prelude(head: frames, documents: [], tail: [], logID: lastID)
                     } else {
                         let reason = stream.filter.selector == nil
                             ? "Event \(after) is no longer in this session's log" : "A live query restarts from a snapshot"
-                        frames = Self.snapshot(matching, id: lastID, reason: reason)
+                        prelude = Self.snapshot(matching, id: lastID, reason: reason)
                     }
                 }
-                stream.enqueue(frames)
+                if let prelude { stream.start(with: prelude) }
                 state.streams[state.nextStream] = stream
                 state.nextStream += 1
             }
@@ -88,17 +90,16 @@ extension Session {
         return out
     }
 
-    /// `reset`, `added` for each document, then the `snapshot` marker. Only the marker carries an
-    /// id (the log position the snapshot reflects): a consumer that drops halfway through has not
-    /// moved its `Last-Event-ID`, so it gets the reset and the whole snapshot again.
-    static func snapshot(_ documents: [(collection: String, id: String, document: EJSONObject)], id: UInt64, reason: String) -> [[UInt8]] {
-        var frames = [SSEFrame.encode(id: nil, event: "reset", data: ["reason": .string(reason)])]
-        for doc in documents {
-            let event = SessionEvent.document(.added(collection: doc.collection, id: doc.id, fields: doc.document), document: doc.document, id: id)
-            frames.append(SSEFrame.encode(id: nil, event: event.kind.rawValue, data: event.payload))
-        }
-        frames.append(SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)]))
-        return frames
+    /// `reset`, `added` for each document, then the `snapshot` marker — written as the consumer
+    /// reads (``EventStream/Prelude``). Only the marker carries an id (the log position the
+    /// snapshot reflects): a consumer that drops halfway through has not moved its
+    /// `Last-Event-ID`, so it gets the reset and the whole snapshot again.
+    static func snapshot(_ documents: [(collection: String, id: String, document: EJSONObject)], id: UInt64, reason: String) -> EventStream.Prelude {
+        EventStream.Prelude(
+            head: [SSEFrame.encode(id: nil, event: "reset", data: ["reason": .string(reason)])],
+            documents: documents[...],
+            tail: [SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)])],
+            logID: id)
     }
 }
 
