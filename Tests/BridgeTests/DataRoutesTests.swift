@@ -170,7 +170,7 @@ import Testing
     }
 
     @Test func upstreamDownGives503AndBackItWorksAgain() async throws {
-        try await BridgeHarness.run(configure: { $0.connectTimeout = .milliseconds(300) }) { h in
+        try await BridgeHarness.run(configure: { $0.connectTimeout = .milliseconds(1000) }) { h in
             let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
             _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"myTasks"}"#)
             var ready = try await h.request(.get, "/readyz")

@@ -135,6 +135,8 @@ public enum DemoDataSet {
             "clientAddress": { invocation, _ in invocation.clientAddress.map(EJSON.string) ?? .null },
             "sleep": { _, params in
                 let ms = params.first?.numberValue ?? 0
+                // NaN and infinities from the caller must not trap the conversion below.
+                guard ms.isFinite else { throw DDPError.meteor(400, "sleep takes a finite number of milliseconds") }
                 try await Task.sleep(for: .milliseconds(Int64(min(max(ms, 0), 60_000))))
                 return .number(ms)
             },
