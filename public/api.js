@@ -12,10 +12,10 @@ export class ApiError extends Error {
 /** Sends a request and returns the parsed JSON body (null for 204); throws ApiError otherwise. */
 export async function request(method, path, body) {
   const init = { method, headers: { accept: "application/json" }, credentials: "same-origin" };
-  if (body !== undefined) {
-    init.headers["content-type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
+  // Every write is JSON, even without a body: the bridge refuses cookie-authenticated writes
+  // that are not (a cross-site form cannot send JSON).
+  if (method !== "GET" && method !== "HEAD") init.headers["content-type"] = "application/json";
+  if (body !== undefined) init.body = JSON.stringify(body);
   let response;
   try {
     response = await fetch(path, init);

@@ -81,13 +81,16 @@ import Testing
             var form = cookie
             form[.contentType] = "application/x-www-form-urlencoded"
             let formReply = try await h.client.execute(uri: "/v1/methods/echo", method: .post, headers: form, body: .init(string: "a=1")) { $0 }
-            #expect(formReply.status == .unsupportedMediaType)
+            #expect(formReply.status == .forbidden)
             var json = cookie
             json[.contentType] = "application/json"
             let jsonReply = try await h.client.execute(uri: "/v1/methods/echo", method: .post, headers: json, body: .init(string: "[1]")) { $0 }
             #expect(jsonReply.status == .ok)
             // ?token= reads (EventSource) but never writes.
-            expectError(try await h.request(.post, "/v1/methods/echo?token=\(token)", body: "[1]"), .badRequest, "bad-request")
+            expectError(try await h.request(.post, "/v1/methods/echo?token=\(token)", body: "[1]"), .unauthorized, "query-token-not-allowed")
+            // Even without a body, a cookie write must say JSON (a form can post an empty body).
+            let emptyForm = try await h.client.execute(uri: "/v1/session/logout", method: .post, headers: cookie, body: nil) { $0 }
+            #expect(emptyForm.status == .forbidden)
             #expect(try await h.request(.get, "/v1/session?token=\(token)").status == .ok)
             // The cookie is SameSite=Strict.
             let created = try await h.request(.post, "/v1/sessions", body: "{}")

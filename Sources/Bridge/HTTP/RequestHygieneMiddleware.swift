@@ -7,8 +7,10 @@ import Hummingbird
 ///   parameter (it was ignored before, so `selector=%ZZ` returned every document);
 /// - a write (`POST`, `PUT`, `PATCH`, `DELETE`) never takes its token from `?token=`, which is for
 ///   `GET` only (an `EventSource` can set no header);
-/// - a write authenticated by the session cookie alone must be `application/json`: a cross-site
-///   form can post `text/plain` or form data with the user's cookie, but not JSON.
+/// - a write authenticated by the session cookie alone must be `application/json` (403 otherwise,
+///   even without a body): a cross-site form can post `text/plain` or form data with the user's
+///   cookie, but not JSON.
+/// Both are authentication failures (401, 403), answered before the route runs.
 struct RequestHygieneMiddleware: RouterMiddleware {
     typealias Context = BridgeRequestContext
 
@@ -18,12 +20,13 @@ struct RequestHygieneMiddleware: RouterMiddleware {
         }
         if request.method != .get, request.method != .head, request.method != .options {
             let bearer = request.headers[.authorization].map { $0.prefix(7).lowercased() == "bearer " } ?? false
+            // Refused as authentication failures (401/403), before anything else is looked at.
             if !bearer, HTTPSupport.query(request, "token") != nil {
-                throw BridgeError.badRequest("a token in the query string is accepted on GET only; send it as Authorization: Bearer")
+                throw BridgeError.unauthorized("query-token-not-allowed", "a token in the query string is accepted on GET only; send it as Authorization: Bearer")
             }
             let cookie = request.headers[values: .cookie].contains { $0.contains(HTTPSupport.cookieName + "=") }
             if !bearer, cookie, request.method != .delete, !Self.isJSON(request.headers[.contentType]) {
-                throw BridgeError(.unsupportedMediaType, "unsupported-media-type",
+                throw BridgeError(.forbidden, "cookie-write-not-json",
                                   "a write authenticated by the session cookie must be sent as Content-Type: application/json")
             }
         }
