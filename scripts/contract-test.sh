@@ -44,7 +44,9 @@ echo "examples/sse_consumer.py: $(grep -c ' changed ' "$log.py") changes applied
 # A newcomer's steps: /readyz and /metrics answer, then Ctrl-C (SIGINT) stops the demo
 # cleanly with a stream open: the stream is told, the process exits 0 in bounded time.
 curl -sf "$url/readyz" >/dev/null || { echo "/readyz did not answer 200"; exit 1; }
-curl -sf "$url/metrics" | grep -q '^ddp_bridge_sessions ' || { echo "/metrics lacks ddp_bridge_sessions"; exit 1; }
+# Read whole first: `curl | grep -q` fails under pipefail when grep stops reading early (curl gets SIGPIPE).
+metrics=$(curl -sf "$url/metrics") || { echo "/metrics did not answer 200"; exit 1; }
+grep -q '^ddp_bridge_sessions ' <<<"$metrics" || { echo "/metrics lacks ddp_bridge_sessions"; exit 1; }
 curl -sN --max-time 30 "$url/v1/events" -H "Authorization: Bearer $token" >"$log.tail" 2>/dev/null &
 tail_pid=$!
 sleep 1
