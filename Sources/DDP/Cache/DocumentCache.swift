@@ -61,7 +61,7 @@ public struct DocumentCache: Sendable, Equatable {
         let change = Self.fieldChange(collection, id, old: document, fields: fields, cleared: cleared)
         guard change != nil else { return nil }
         for field in fields { document[field.key] = field.value }
-        for key in cleared { document.removeValue(forKey: key) }
+        document.removeValues(forKeys: cleared)
         collections[collection]!.documents[id] = document
         return change
     }

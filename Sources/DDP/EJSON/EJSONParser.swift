@@ -123,12 +123,12 @@ public struct EJSONParser: ~Copyable {
     /// kept unconverted at its own level, as `$escape` asks (its members still are converted).
     private mutating func parseObject(convert: Bool) throws(EJSONParseError) -> EJSONObject {
         try enterContainer()
-        var fields: [EJSONObject.Field] = []
-        var positions: [String: Int]? = nil
+        // A repeated key replaces the earlier value in place, as `JSON.parse` does.
+        var object = EJSONObject()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
             depth -= 1
-            return EJSONObject(uniqueFields: fields)
+            return object
         }
         while true {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
@@ -139,9 +139,9 @@ public struct EJSONParser: ~Copyable {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after object key") }
             index += 1
             skipWhitespace()
-            let escapeCandidate = fields.isEmpty && key == "$escape" && index < bytes.count && bytes[index] == UInt8(ascii: "{")
+            let escapeCandidate = object.isEmpty && key == "$escape" && index < bytes.count && bytes[index] == UInt8(ascii: "{")
             let value = try parseValue(convert: !escapeCandidate)
-            Self.insert(EJSONObject.Field(key: key, value: value), into: &fields, positions: &positions)
+            object[key] = value
             skipWhitespace()
             guard index < bytes.count else { throw error("unterminated object") }
             switch bytes[index] {
@@ -151,33 +151,10 @@ public struct EJSONParser: ~Copyable {
             case UInt8(ascii: "}"):
                 index += 1
                 depth -= 1
-                return EJSONObject(uniqueFields: fields)
+                return object
             default:
                 throw error("expected ',' or '}' in object")
             }
-        }
-    }
-
-    /// Appends a member; a repeated key replaces the earlier value in place (as `JSON.parse` does).
-    private static func insert(_ field: EJSONObject.Field, into fields: inout [EJSONObject.Field], positions: inout [String: Int]?) {
-        if positions == nil {
-            if let i = fields.firstIndex(where: { $0.key == field.key }) {
-                fields[i].value = field.value
-                return
-            }
-            fields.append(field)
-            if fields.count >= 16 {
-                var map: [String: Int] = [:]
-                for (i, f) in fields.enumerated() { map[f.key] = i }
-                positions = map
-            }
-            return
-        }
-        if let i = positions![field.key] {
-            fields[i].value = field.value
-        } else {
-            positions![field.key] = fields.count
-            fields.append(field)
         }
     }
 

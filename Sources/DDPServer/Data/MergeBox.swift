@@ -48,6 +48,7 @@ struct MergeBox {
         var cleared: [String] = []
         for field in fields { Self.set(&document, sub: sub, field.key, field.value, changed: &changed) }
         for key in clearedKeys { Self.clear(&document, sub: sub, key, changed: &changed, cleared: &cleared) }
+        Self.dropCleared(&document, cleared)
         collections[collection]![id] = document
         return Self.changedMessage(collection, id, changed, &cleared)
     }
@@ -63,6 +64,7 @@ struct MergeBox {
         var changed = EJSONObject()
         var cleared: [String] = []
         for key in document.fieldOrder { Self.clear(&document, sub: sub, key, changed: &changed, cleared: &cleared) }
+        Self.dropCleared(&document, cleared)
         collections[collection]![id] = document
         return Self.changedMessage(collection, id, changed, &cleared)
     }
@@ -98,13 +100,19 @@ struct MergeBox {
         guard var entries = document.fields[key], let i = entries.firstIndex(where: { $0.sub == sub }) else { return }
         let old = entries.remove(at: i).value
         if entries.isEmpty {
-            document.fields[key] = nil
-            document.fieldOrder.removeAll { $0 == key }
+            document.fields[key] = nil  // and out of `fieldOrder` in `dropCleared`, once per message
             cleared.append(key)
             return
         }
         document.fields[key] = entries
         if i == 0 && !entries[0].value.equals(old, keyOrderSensitive: true) { changed[key] = entries[0].value }
+    }
+
+    /// Takes cleared fields out of the order in one pass (one by one was quadratic for wide documents).
+    private static func dropCleared(_ document: inout Document, _ cleared: [String]) {
+        guard !cleared.isEmpty else { return }
+        let fields = document.fields
+        document.fieldOrder.removeAll { fields[$0] == nil }
     }
 
     private static func changedMessage(_ collection: String, _ id: String, _ fields: EJSONObject, _ cleared: inout [String]) -> ServerMessage? {

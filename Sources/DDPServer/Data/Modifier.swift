@@ -4,6 +4,9 @@ import DDP
 /// `$set`, `$unset`, `$inc`, `$push` (with `$each`), `$addToSet`, `$pull`, `$pop`,
 /// `$min`, `$max`, `$rename`, with dotted paths. Errors are Meteor errors (400).
 enum Modifier {
+    /// The largest array a positional path may create by padding with nulls (MongoDB's limit).
+    static let maxArrayPadding = 1_500_000
+
     static func apply(_ modifier: EJSONObject, to document: EJSONObject) throws(DDPError) -> EJSONObject {
         let id = document["_id"]
         let operators = modifier.keys.filter { $0.hasPrefix("$") }
@@ -20,20 +23,28 @@ enum Modifier {
         guard operators.count == modifier.count else {
             throw DDPError.meteor(400, "A modifier cannot mix operators and plain fields")
         }
-        var doc = EJSON.object(document)
+        // Edited in place: one copy of the document, then work linear in the modifier's size
+        // (a 20,000-field `$set` or `$unset` must not be quadratic).
+        var doc = document
         for op in modifier {
             guard case .object(let args) = op.value else { throw DDPError.meteor(400, "\(op.key) needs an object of fields") }
+            var topLevelUnsets: [String] = []
             for arg in args {
                 let path = arg.key.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
                 if path.contains(where: \.isEmpty) { throw DDPError.meteor(400, "Invalid field path '\(arg.key)'") }
                 if path[0] == "_id" && op.key != "$setOnInsert" { throw DDPError.meteor(400, "The _id of a document cannot be changed") }
-                try applyOperator(op.key, path[...], arg.value, to: &doc)
+                if op.key == "$unset" && path.count == 1 {
+                    topLevelUnsets.append(path[0])
+                } else {
+                    try applyOperator(op.key, path[...], arg.value, to: &doc)
+                }
             }
+            doc.removeValues(forKeys: topLevelUnsets)
         }
-        return doc.objectValue ?? document
+        return doc
     }
 
-    private static func applyOperator(_ op: String, _ path: ArraySlice<String>, _ arg: EJSON, to doc: inout EJSON) throws(DDPError) {
+    private static func applyOperator(_ op: String, _ path: ArraySlice<String>, _ arg: EJSON, to doc: inout EJSONObject) throws(DDPError) {
         switch op {
         case "$set": try update(&doc, path) { _ throws(DDPError) in arg }
         case "$setOnInsert": break
@@ -105,32 +116,53 @@ enum Modifier {
 
     /// Replaces the value at `path` with `transform(old)`; `nil` removes it. Creates objects on the way when asked.
     private static func update(
-        _ value: inout EJSON, _ path: ArraySlice<String>, create: Bool = true,
+        _ object: inout EJSONObject, _ path: ArraySlice<String>, create: Bool = true,
+        _ transform: (EJSON?) throws(DDPError) -> EJSON?
+    ) throws(DDPError) {
+        guard let key = path.first else { return }
+        let rest = path.dropFirst()
+        if rest.isEmpty {
+            object[key] = try transform(object[key])
+            return
+        }
+        var child = object[key] ?? (create ? .object([:]) : .null)
+        if case .null = child, object[key] == nil { return }
+        try update(&child, rest, create: create, transform)
+        object[key] = child
+    }
+
+    private static func update(
+        _ value: inout EJSON, _ path: ArraySlice<String>, create: Bool,
         _ transform: (EJSON?) throws(DDPError) -> EJSON?
     ) throws(DDPError) {
         guard let key = path.first else { return }
         let rest = path.dropFirst()
         switch value {
         case .object(var object):
-            if rest.isEmpty {
-                object[key] = try transform(object[key])
-            } else {
-                var child = object[key] ?? (create ? .object([:]) : .null)
-                if case .null = child, object[key] == nil { return }
-                try update(&child, rest, create: create, transform)
-                object[key] = child
-            }
-            value = .object(object)
+            // Drops the enum's reference, so the edit happens in place rather than on a copy;
+            // the object goes back on every exit.
+            value = .null
+            defer { value = .object(object) }
+            try update(&object, path, create: create, transform)
         case .array(var array):
+            value = .null
+            defer { value = .array(array) }
             guard let index = Int(key), index >= 0 else { throw DDPError.meteor(400, "Cannot use the part '\(key)' to traverse an array") }
-            while create && index >= array.count { array.append(.null) }
+            if create && index >= array.count {
+                // MongoDB refuses to pad an array past 1,500,000 elements; so do we (an index from a client must
+                // not make the server allocate without bound).
+                guard index < Modifier.maxArrayPadding else {
+                    throw DDPError.meteor(400, "can't backfill array to larger than \(Modifier.maxArrayPadding) elements")
+                }
+                array.reserveCapacity(index + 1)
+                while index >= array.count { array.append(.null) }
+            }
             guard index < array.count else { return }
             if rest.isEmpty {
                 array[index] = try transform(array[index]) ?? .null
             } else {
                 try update(&array[index], rest, create: create, transform)
             }
-            value = .array(array)
         default:
             if create { throw DDPError.meteor(400, "Cannot create field '\(key)' inside a \(value.typeName)") }
         }
