@@ -249,7 +249,7 @@ public actor DDPClient {
     private func receive(_ decoded: Result<ServerMessage?, any Error>) {
         switch decoded {
         case .success(let message?):
-            logger.trace("received", metadata: ["ddp.msg": "\(message)"])
+            logger.trace("received", metadata: ["ddp.msg": "\(message.loggable)"])
             perform(machine.received(message, at: .now))
         case .success(nil):
             break
@@ -416,7 +416,7 @@ public actor DDPClient {
             case .openTransport:
                 break  // run() opens the next transport
             case .send(let message):
-                logger.trace("sending", metadata: ["ddp.msg": "\(message)"])
+                logger.trace("sending", metadata: ["ddp.msg": "\(message.loggable)"])
                 outbox?.yield(.frame(String(decoding: message.encode(), as: UTF8.self)))
             case .closeTransport:
                 outbox?.yield(.close)
