@@ -5,7 +5,8 @@
 # Sources/DDP (-sanitize=fuzzer,address) and seeded with every recorded server frame and client
 # message of the transcripts. A crash stops the run with the input in .build-fuzz/ and exits 1:
 # make it a regression test in Tests/DDPTests.
-# Usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector]   (default 300 s each)
+# The query target also compiles Sources/Bridge/HTTP/QueryString.swift (query strings and Last-Event-ID).
+# Usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector|query]   (default 300 s each)
 # Figures: .build-fuzz/results.md (executions, coverage, corpus per target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds="$2"; shift 2 ;;
         --target) only="$2"; shift 2 ;;
-        *) echo "usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector]" >&2; exit 2 ;;
+        *) echo "usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector|query]" >&2; exit 2 ;;
     esac
 done
 out=.build-fuzz
@@ -42,15 +43,18 @@ for line in sys.stdin:
 printf '%s' '[{"a":{"$in":[1,"x",null]},"b.c":{"$gt":2}},{"a":[1,2],"b":{"c":3}}]' > "$seeds/s1"
 printf '%s' '[{"$or":[{"a":{"$exists":true}},{"d":{"$elemMatch":{"e":1}}}]},{"d":[{"e":1}]}]' > "$seeds/s2"
 printf '%s' '[{"when":{"$date":1e400}},{"x":{"$InfNaN":-1},"y":{"$binary":"AAE="}}]' > "$seeds/s3"
+printf '%s' 'selector=%7B%22a%22%3A%7B%22%24in%22%3A%5B1%2C2%5D%7D%7D&sort=%5B%5B%22a%22%2C%22desc%22%5D%5D&limit=10&skip=2' > "$seeds/q1"
+printf '%s' 'lastEventId=+42+&snapshot=true&token=abc&selector=%ZZ&%FF%FE=1' > "$seeds/q2"
 summary="$out/results.md"
 echo "| target | seconds | executions | exec/s | coverage (cov) | features (ft) | corpus | crashes |" > "$summary"
 echo "|---|---|---|---|---|---|---|---|" >> "$summary"
 status=0
-for target in ejson messages selector; do
+for target in ejson messages selector query; do
     [ -z "$only" ] || [ "$only" = "$target" ] || continue
     binary="$out/fuzz-$target"
     swiftc -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 -package-name fuzz -module-name "Fuzz_$target" \
-        -I Sources/CLibCrypto $sources "Fuzz/targets/$target.swift" -lcrypto -o "$binary"
+        -I Sources/CLibCrypto $sources $([ "$target" = query ] && echo Sources/Bridge/HTTP/QueryString.swift) \
+        "Fuzz/targets/$target.swift" -lcrypto -o "$binary"
     corpus="$out/corpus-$target"
     mkdir -p "$corpus" "$out/crashes-$target"
     log="$out/fuzz-$target.log"

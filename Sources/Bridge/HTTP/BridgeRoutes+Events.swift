@@ -101,7 +101,7 @@ extension BridgeRoutes {
     static func streamStart(_ request: Request) throws(BridgeError) -> Session.StreamStart {
         let header = request.headers[.init("Last-Event-ID")!]
         if let text = header ?? HTTPSupport.query(request, "lastEventId"), !text.isEmpty {
-            guard let id = UInt64(text.trimmingCharacters(in: .whitespaces)) else {
+            guard let id = QueryString.eventID(text) else {
                 throw .badRequest("Last-Event-ID must be an event id from this session, got '\(text)'")
             }
             return .resume(after: id)

@@ -74,17 +74,7 @@ enum HTTPSupport {
 
     /// A query parameter's value, form-decoded (`+` is a space, then percent-decoding); the first wins.
     static func query(_ request: Request, _ name: String) -> String? {
-        guard let raw = request.uri.query else { return nil }
-        for pair in raw.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard formDecode(parts[0]) == name else { continue }
-            return parts.count == 2 ? formDecode(parts[1]) : ""
-        }
-        return nil
-    }
-
-    static func formDecode(_ text: Substring) -> String? {
-        String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+        request.uri.query.flatMap { QueryString.value($0, name) }
     }
 
     static func sessionCookie(_ token: String) -> String {

@@ -15,7 +15,7 @@ struct RequestHygieneMiddleware: RouterMiddleware {
     typealias Context = BridgeRequestContext
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let query = request.uri.query, let bad = Self.firstUndecodableParameter(query) {
+        if let query = request.uri.query, let bad = QueryString.firstUndecodableParameter(query) {
             throw BridgeError.badRequest("the query parameter '\(bad)' is not valid percent-encoded UTF-8")
         }
         if request.method != .get, request.method != .head, request.method != .options {
@@ -31,16 +31,6 @@ struct RequestHygieneMiddleware: RouterMiddleware {
             }
         }
         return try await next(request, context)
-    }
-
-    /// The raw name of the first parameter whose name or value does not decode, if any.
-    static func firstUndecodableParameter(_ query: String) -> String? {
-        for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            if HTTPSupport.formDecode(parts[0]) == nil { return String(parts[0].prefix(64)) }
-            if parts.count == 2, HTTPSupport.formDecode(parts[1]) == nil { return HTTPSupport.formDecode(parts[0]) ?? String(parts[0].prefix(64)) }
-        }
-        return nil
     }
 
     static func isJSON(_ contentType: String?) -> Bool {
