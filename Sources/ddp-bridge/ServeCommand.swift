@@ -41,6 +41,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("trusted-proxies"), help: help("trusted-proxies")) var trustedProxies: String?
     @Option(name: .customLong("batch-window"), help: help("batch-window")) var batchWindow: String?
     @Option(name: .customLong("event-log-size"), help: help("event-log-size")) var eventLogSize: String?
+    @Option(name: .customLong("event-log-bytes"), help: help("event-log-bytes")) var eventLogBytes: String?
+    @Option(name: .customLong("session-max-documents"), help: help("session-max-documents")) var sessionMaxDocuments: String?
     @Option(name: .customLong("heartbeat-interval"), help: help("heartbeat-interval")) var heartbeatInterval: String?
     @Option(name: .customLong("stream-buffer-limit"), help: help("stream-buffer-limit")) var streamBufferLimit: String?
     @Option(name: .customLong("public-dir"), help: help("public-dir")) var publicDir: String?
@@ -84,6 +86,8 @@ struct ServeCommand: AsyncParsableCommand {
             ("trusted-proxies", trustedProxies),
             ("batch-window", batchWindow),
             ("event-log-size", eventLogSize),
+            ("event-log-bytes", eventLogBytes),
+            ("session-max-documents", sessionMaxDocuments),
             ("heartbeat-interval", heartbeatInterval),
             ("stream-buffer-limit", streamBufferLimit),
             ("public-dir", publicDir),

@@ -46,6 +46,16 @@ import Testing
         #expect(log.events(after: 9) == nil, "an id from the future")
     }
 
+    @Test func theLogIsBoundedInBytesAndKeepsTheNewestEventWhateverItsSize() {
+        var log = EventLog(capacity: 1_000, byteLimit: 1_000)
+        for _ in 0..<100 { log.append { SessionEvent(id: $0, kind: .user, payload: .string(String(repeating: "x", count: 80))) } }
+        #expect(log.bytes <= 1_000 && log.count >= 3, "\(log.bytes) bytes in \(log.count) events")
+        #expect(log.events(after: log.lastID - UInt64(log.count))?.count == log.count)
+        #expect(log.events(after: log.lastID - UInt64(log.count) - 1) == nil, "the one before is gone")
+        log.append { SessionEvent(id: $0, kind: .user, payload: .string(String(repeating: "y", count: 5_000))) }
+        #expect(log.count == 1 && log.events(after: log.lastID - 1)?.map(\.id) == [101])
+    }
+
     @Test func lightTrafficGoesOutAtOnceAndBurstsAreBatched() {
         var hub = EventHub(window: .milliseconds(5), logCapacity: 100)
         var cache = DocumentCache()
@@ -146,14 +156,18 @@ struct Consumer {
         for event in events {
             lastID = event.id
             guard let id = event.documentID else { continue }
+            // What a client reads: the frame's `data:` line (replayed events keep no payload tree).
+            let text = String(decoding: event.frame, as: UTF8.self)
+            let data = text.split(separator: "\n").first { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) } ?? "null"
+            let payload = (try? EJSONParser.parse(data)) ?? .null
             switch event.kind {
             case .added:
                 if documents[id] != nil { consistent = false }
-                documents[id] = event.payload["fields"]?.objectValue
+                documents[id] = payload["fields"]?.objectValue
             case .changed:
                 guard var document = documents[id] else { consistent = false; continue }
-                for field in event.payload["fields"]?.objectValue ?? [:] { document[field.key] = field.value }
-                for key in event.payload["cleared"]?.arrayValue ?? [] { document.removeValue(forKey: key.stringValue ?? "") }
+                for field in payload["fields"]?.objectValue ?? [:] { document[field.key] = field.value }
+                for key in payload["cleared"]?.arrayValue ?? [] { document.removeValue(forKey: key.stringValue ?? "") }
                 documents[id] = document
             case .removed:
                 if documents.removeValue(forKey: id) == nil { consistent = false }

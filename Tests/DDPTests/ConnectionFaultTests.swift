@@ -7,6 +7,32 @@ import Testing
         actions.compactMap { if case .methodCompleted(let id, let outcome) = $0 { return (id, outcome) } else { return nil } }
     }
 
+    @Test func pastTheDocumentLimitTheLoadingSubscriptionsAreStoppedOnce() {
+        var h = Harness(DDPClientConfiguration(maxCachedDocuments: 3))
+        h.connect()
+        _ = h.machine.subscribe("small", params: [], id: "s1")
+        _ = h.receive(.added(collection: "a", id: "a1", fields: [:]))
+        _ = h.receive(.ready(subs: ["s1"]))
+        _ = h.machine.subscribe("huge", params: [], id: "s2")
+        for n in 1...2 { #expect(sent(h.receive(.added(collection: "b", id: "b\(n)", fields: [:]))).isEmpty) }
+        // The fourth document is one too many: the loading subscription goes, not the ready one.
+        let over = h.receive(.added(collection: "b", id: "b3", fields: [:]))
+        #expect(sent(over) == [.unsub(id: "s2")])
+        let stopped = over.compactMap { if case .subscriptionStopped(let id, let error) = $0 { return (id, error) } else { return nil } }
+        #expect(stopped.count == 1 && stopped[0].0 == "s2" && stopped[0].1?.error == .string("too-many-documents"))
+        #expect(h.machine.subscriptions.keys.sorted() == ["s1"])
+        // Documents already on the wire still arrive; nothing more is stopped for them.
+        #expect(sent(h.receive(.added(collection: "b", id: "b4", fields: [:]))).isEmpty)
+        #expect(h.machine.subscriptions.keys.sorted() == ["s1"])
+        // The server removes them; back under the limit, a later excess stops the newest subscription.
+        for n in 1...4 { _ = h.receive(.removed(collection: "b", id: "b\(n)")) }
+        #expect(h.machine.cache.documentCount == 1)
+        _ = h.machine.subscribe("more", params: [], id: "s3")
+        _ = h.receive(.ready(subs: ["s3"]))
+        for n in 1...2 { _ = h.receive(.added(collection: "c", id: "c\(n)", fields: [:])) }
+        #expect(sent(h.receive(.added(collection: "c", id: "c3", fields: [:]))) == [.unsub(id: "s3")])
+    }
+
     @Test func anAbandonedCallNoLongerBlocksTheWaitCallBehindIt() {
         var h = Harness()
         h.connect()

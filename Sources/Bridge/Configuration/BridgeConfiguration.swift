@@ -36,12 +36,16 @@ public struct BridgeConfiguration: Sendable {
     /// Reverse proxies whose `X-Forwarded-For` entries are trusted: the client address is the
     /// rightmost entry that is not one of them.
     public var trustedProxies: [IPRange] = []
-    /// Upstream protocol settings (heartbeats, reconnect backoff).
+    /// Upstream protocol settings (heartbeats, reconnect backoff, the most documents a session's
+    /// cache may hold: `--session-max-documents`).
     public var ddp: DDPClientConfiguration
     /// Changes closer together than this are consolidated per document before streams see them.
     public var batchWindow: Duration = .milliseconds(1)
     /// Events each session keeps for streams that resume with `Last-Event-ID`.
     public var eventLogSize = 10_000
+    /// Bytes of events each session keeps (frames plus the document versions they hold); the
+    /// oldest go first, and a stream resuming from before them gets a `reset`.
+    public var eventLogBytes = 8 << 20
     /// Comment lines on idle streams, so proxies keep them open.
     public var heartbeatInterval: Duration = .seconds(15)
     /// Bytes a stream may fall behind before it is cut off.
@@ -85,7 +89,7 @@ public struct BridgeConfiguration: Sendable {
         defaultQueryLimit: Int = 1_000,
         maxQueryLimit: Int = 100_000,
         trustForwardedFor: Bool = false,
-        ddp: DDPClientConfiguration = DDPClientConfiguration()
+        ddp: DDPClientConfiguration = DDPClientConfiguration(maxCachedDocuments: 100_000)
     ) {
         self.upstream = upstream
         self.upstreamTLS = upstreamTLS

@@ -1,4 +1,5 @@
 public import DDPClient
+import DDP
 import Foundation
 
 /// Reads the bridge's settings from command-line flags and the environment, in one place:
@@ -45,10 +46,12 @@ public struct Settings: Sendable {
         Setting(flag: "trusted-proxies", help: "Comma-separated addresses or CIDR ranges of your reverse proxies; the client address is the rightmost X-Forwarded-For entry not among them", defaultValue: nil),
         Setting(flag: "batch-window", help: "Milliseconds over which changes are consolidated per document", defaultValue: "1"),
         Setting(flag: "event-log-size", help: "Events a session keeps for resuming streams", defaultValue: "10000"),
+        Setting(flag: "event-log-bytes", help: "Bytes of events a session keeps for resuming streams (oldest dropped first)", defaultValue: "8388608"),
+        Setting(flag: "session-max-documents", help: "Most documents one session may hold; past it, the subscriptions still loading (or the newest) are stopped with too-many-documents", defaultValue: "100000"),
         Setting(flag: "heartbeat-interval", help: "Seconds between heartbeat comments on idle streams", defaultValue: "15"),
         Setting(flag: "stream-buffer-limit", help: "Bytes a stream may fall behind before it is cut off", defaultValue: "1048576"),
         Setting(flag: "public-dir", help: "Folder of the web console served at / ('none' to serve no console)", defaultValue: "public"),
-        Setting(flag: "cors-origins", help: "Comma-separated origins allowed from browsers (* for any); none by default", defaultValue: nil),
+        Setting(flag: "cors-origins", help: "Comma-separated origins allowed from browsers, with credentials (the session cookie); * admits any other origin without credentials (bearer tokens only); none by default", defaultValue: nil),
         Setting(flag: "log-level", help: "trace, debug, info, notice, warning, error or critical", defaultValue: "info"),
         Setting(flag: "log-format", help: "human or json (one JSON object per line)", defaultValue: "human"),
     ]
@@ -150,6 +153,8 @@ public struct Settings: Sendable {
         }
         configuration.batchWindow = .microseconds(Int64((try number("batch-window", maximum: 60_000) * 1000).rounded()))
         configuration.eventLogSize = try integer("event-log-size")
+        configuration.eventLogBytes = try integer("event-log-bytes", minimum: 1024, maximum: 1 << 40)
+        configuration.ddp.maxCachedDocuments = try integer("session-max-documents", maximum: 1_000_000_000)
         configuration.heartbeatInterval = try seconds("heartbeat-interval", minimum: 0.1)
         configuration.streamBufferLimit = try integer("stream-buffer-limit", minimum: 1024)
         configuration.corsOrigins = (value("cors-origins") ?? "").split(separator: ",")

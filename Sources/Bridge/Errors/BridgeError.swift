@@ -51,7 +51,7 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
 
     /// Meteor's error → HTTP: a numeric code in 400–599 is the status; `too-many-requests` is
     /// 429 with `Retry-After`; `not-authorized`/`forbidden`/`access-denied` are 403; `not-found`
-    /// is 404; other string codes are 400 (a client-safe application error); others 500.
+    /// is 404; `too-many-documents` (the session's document limit) is 422; other string codes are 400 (a client-safe application error); others 500.
     public static func from(_ error: DDPError) -> BridgeError {
         let reason = error.reason ?? error.message ?? "\(error.error)"
         let status: HTTPResponse.Status
@@ -71,6 +71,9 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
         case .string("message-too-large"):
             // The upstream sent more than the bridge accepts in one message: not the caller's fault.
             status = .badGateway
+        case .string("too-many-documents"):
+            // The session's document limit (`--session-max-documents`) stopped the subscription.
+            status = .unprocessableContent
         case .string("connection-closed"):
             // The bridge's own client gave up on the call (its connection closed): not the caller's fault.
             status = .serviceUnavailable

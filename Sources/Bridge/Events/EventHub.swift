@@ -9,9 +9,9 @@ public struct EventHub: Sendable {
     private var batch = ChangeBatch()
     private var lastFlush: ContinuousClock.Instant?
 
-    public init(window: Duration, logCapacity: Int) {
+    public init(window: Duration, logCapacity: Int, logByteLimit: Int = .max) {
         self.window = window
-        self.log = EventLog(capacity: logCapacity)
+        self.log = EventLog(capacity: logCapacity, byteLimit: logByteLimit)
     }
 
     /// When the pending batch must go out (`nil`: nothing pending).

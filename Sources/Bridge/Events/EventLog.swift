@@ -1,30 +1,46 @@
-/// The last events of a session, with monotonic ids, bounded in count: what a stream that
-/// reconnects with `Last-Event-ID` is replayed from.
+import DDP
+
+/// The last events of a session, with monotonic ids, bounded in count and in bytes: what a
+/// stream that reconnects with `Last-Event-ID` is replayed from. An event's cost estimates the
+/// memory it holds: its frame, the document version it keeps (48 bytes a field: the values
+/// themselves are shared with the session's cache) and 128 bytes of bookkeeping; measured on a
+/// ticker stream, ~670 bytes of RSS per 110-byte event, estimated 382. The newest event is
+/// always kept, whatever its size.
 public struct EventLog: Sendable {
     public let capacity: Int
-    private var ring: [SessionEvent] = []
-    private var start = 0
+    public let byteLimit: Int
+    /// Kept events are `events[head...]`; the dropped prefix is compacted away now and then.
+    private var events: [SessionEvent] = []
+    private var head = 0
+    public private(set) var bytes = 0
     /// The id the next event gets; ids start at 1.
     public private(set) var nextID: UInt64 = 1
 
-    public init(capacity: Int) {
-        precondition(capacity > 0)
-        self.capacity = capacity
+    public init(capacity: Int, byteLimit: Int = .max) {
+        self.capacity = max(capacity, 1)
+        self.byteLimit = max(byteLimit, 1)
         // No reservation: most sessions log few events, and a reserved ring cost ~80 KiB each.
     }
 
     public var lastID: UInt64 { nextID - 1 }
+    public var count: Int { events.count - head }
 
-    /// Appends an event made with the next id.
+    static func cost(_ event: SessionEvent) -> Int { 128 + event.frame.count + 48 * (event.document?.count ?? 0) }
+
+    /// Appends an event made with the next id, dropping the oldest ones past the limits.
     @discardableResult
     public mutating func append(_ make: (UInt64) -> SessionEvent) -> SessionEvent {
         let event = make(nextID)
         nextID += 1
-        if ring.count < capacity {
-            ring.append(event)
-        } else {
-            ring[start] = event
-            start = (start + 1) % capacity
+        events.append(event.withoutPayload)
+        bytes += Self.cost(event)
+        while count > 1 && (count > capacity || bytes > byteLimit) {
+            bytes -= Self.cost(events[head])
+            head += 1
+        }
+        if head >= 64 && head * 2 >= events.count {
+            events.removeFirst(head)
+            head = 0
         }
         return event
     }
@@ -34,12 +50,9 @@ public struct EventLog: Sendable {
     public func events(after id: UInt64) -> [SessionEvent]? {
         guard id <= lastID else { return nil }
         if id == lastID { return [] }
-        let oldest = ring.isEmpty ? nextID : ring[start].id
+        let oldest = count == 0 ? nextID : events[head].id
         guard id + 1 >= oldest else { return nil }
         let skip = Int(id + 1 - oldest)
-        var out: [SessionEvent] = []
-        out.reserveCapacity(ring.count - skip)
-        for i in skip..<ring.count { out.append(ring[(start + i) % ring.count]) }
-        return out
+        return Array(events[(head + skip)...])
     }
 }

@@ -28,6 +28,15 @@ public struct SessionEvent: Sendable {
         self.frame = SSEFrame.encode(id: id, event: kind.rawValue, data: payload)
     }
 
+    private init(_ event: SessionEvent, payload: EJSON) {
+        (id, kind, collection, documentID, document, frame) = (event.id, event.kind, event.collection, event.documentID, event.document, event.frame)
+        self.payload = payload
+    }
+
+    /// The event as the log keeps it: without its payload tree (the frame has it, encoded), which
+    /// was most of an event's memory.
+    var withoutPayload: SessionEvent { SessionEvent(self, payload: .null) }
+
     /// The event for a document change, with the payload the README and openapi.yaml give.
     public static func document(_ change: DocumentChange, document: EJSONObject?, id: UInt64) -> SessionEvent {
         let idValue = (try? DocumentID(wire: change.id).ejson) ?? .string(change.id)

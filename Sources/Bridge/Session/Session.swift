@@ -60,7 +60,7 @@ public final class Session: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
-        let state = LockedState(State(hub: EventHub(window: configuration.batchWindow, logCapacity: configuration.eventLogSize)))
+        let state = LockedState(State(hub: EventHub(window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes)))
         self.state = state
         let (flushRings, flushBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.flushRings = flushRings

@@ -136,10 +136,12 @@ public final class SessionRegistry: Service, Sendable {
     }
 
     private static func tooMany(_ reason: String, wait: Duration) -> BridgeError {
-        let milliseconds = max(0, wait.seconds * 1000)
+        // Whole milliseconds from the duration's integer parts, clamped to a day: no floating conversion.
+        let (seconds, attoseconds) = wait.components
+        let milliseconds = min(max(seconds, 0), 86_400) * 1000 + max(attoseconds, 0) / 1_000_000_000_000_000
         return BridgeError(.tooManyRequests, "too-many-requests", reason,
-                           details: ["timeToReset": .int(Int(min(milliseconds, 86_400_000)))],
-                           retryAfter: BridgeError.retryAfterSeconds(milliseconds: milliseconds))
+                           details: ["timeToReset": .int(Int(clamping: milliseconds))],
+                           retryAfter: BridgeError.retryAfterSeconds(milliseconds: Double(milliseconds)))
     }
 
     /// Closes a session and forgets it; later requests with its token get `reason`.

@@ -14,6 +14,10 @@ public struct DDPClientConfiguration: Sendable, Equatable {
     /// How long the resync after a reconnect may wait for subscriptions and calls before what
     /// arrived is swapped in anyway (a view must never stay frozen).
     public var resyncTimeout: Duration
+    /// Most documents the connection's cache may hold. Past it, the subscriptions still loading
+    /// (or, when all are ready, the newest one) are stopped with a `too-many-documents` error,
+    /// so the server removes their documents; `nil`: no limit.
+    public var maxCachedDocuments: Int?
 
     public init(
         supportedVersions: [String] = ["1", "pre2", "pre1"],
@@ -22,7 +26,8 @@ public struct DDPClientConfiguration: Sendable, Equatable {
         reconnect: ReconnectPolicy = .default,
         connectTimeout: Duration = .seconds(15),
         healthyAfter: Duration = .seconds(30),
-        resyncTimeout: Duration = .seconds(60)
+        resyncTimeout: Duration = .seconds(60),
+        maxCachedDocuments: Int? = nil
     ) {
         self.supportedVersions = supportedVersions
         self.heartbeatInterval = heartbeatInterval
@@ -31,5 +36,6 @@ public struct DDPClientConfiguration: Sendable, Equatable {
         self.connectTimeout = connectTimeout
         self.healthyAfter = healthyAfter
         self.resyncTimeout = resyncTimeout
+        self.maxCachedDocuments = maxCachedDocuments
     }
 }

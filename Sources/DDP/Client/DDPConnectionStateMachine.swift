@@ -108,6 +108,8 @@ public struct DDPConnectionStateMachine: Sendable {
     public private(set) var subscriptions: [String: Subscription] = [:]
     private var subscriptionOrder: [String] = []
     private var reset: Reset?
+    /// Subscriptions were stopped for the document limit and the cache is not yet back under it.
+    private var documentLimitStopPending = false
 
     /// The merged document view (what consumers see; excludes data buffered during a reset).
     public private(set) var cache = DocumentCache()
@@ -295,10 +297,41 @@ public struct DDPConnectionStateMachine: Sendable {
     private mutating func dataMessage(_ message: ServerMessage) -> [Action] {
         if reset != nil {
             _ = reset!.shadow.apply(message)
-            return []
+            return enforceDocumentLimit(message)
         }
         guard let change = cache.apply(message) else { return [] }
-        return [.documentsChanged([change])]
+        return [.documentsChanged([change])] + enforceDocumentLimit(message)
+    }
+
+    /// After an `added`: past ``DDPClientConfiguration/maxCachedDocuments``, stops the
+    /// subscriptions still loading (whose data is arriving), or the newest one when all are
+    /// ready, with a `too-many-documents` error; the server then removes their documents. Until
+    /// the cache is back under the limit nothing more is stopped (documents already on the wire
+    /// still arrive), so one burst stops one set of subscriptions, not all of them.
+    private mutating func enforceDocumentLimit(_ message: ServerMessage) -> [Action] {
+        guard let limit = configuration.maxCachedDocuments else { return [] }
+        let adds: Bool
+        switch message {
+        case .added, .addedBefore: adds = true
+        case .removed: adds = false
+        default: return []  // changes and moves leave the count as it is
+        }
+        let count = reset?.shadow.documentCount ?? cache.documentCount
+        if count <= limit {
+            documentLimitStopPending = false
+            return []
+        }
+        guard adds, !documentLimitStopPending else { return [] }
+        documentLimitStopPending = true
+        var victims = subscriptionOrder.filter { subscriptions[$0]?.ready == false }
+        if victims.isEmpty, let newest = subscriptionOrder.last { victims = [newest] }
+        let error = DDPError.meteor(
+            "too-many-documents",
+            "The session holds more than its limit of \(limit) documents; this subscription was stopped to keep it under the limit",
+            details: ["limit": .int(limit)])
+        var actions = victims.flatMap { stop($0, error: error) }
+        actions.append(.warning("cache over its limit of \(limit) documents; stopped subscriptions \(victims)"))
+        return deferIfResetting(actions) + checkQuiescence()
     }
 
     private mutating func ready(_ ids: [String]) -> [Action] {
@@ -481,15 +514,22 @@ public struct DDPConnectionStateMachine: Sendable {
 
     /// Stops a subscription at once; the server's `removed` messages and `nosub` follow.
     public mutating func unsubscribe(_ id: String) -> [Action] {
-        guard subscriptions.removeValue(forKey: id) != nil else { return [] }
-        subscriptionOrder.removeAll { $0 == id }
-        reset?.subsBeingRevived.remove(id)
-        var actions: [Action] = [.subscriptionStopped(id: id, error: nil)]
-        if phase == .connected { actions.append(.send(.unsub(id: id))) }
-        return actions + checkQuiescence()
+        let actions = stop(id, error: nil)
+        return actions.isEmpty ? [] : actions + checkQuiescence()
     }
 
     // MARK: - Internals
+
+    /// Forgets a subscription on the client's side: reports it stopped and sends `unsub`; no
+    /// actions when it is unknown.
+    private mutating func stop(_ id: String, error: DDPError?) -> [Action] {
+        guard subscriptions.removeValue(forKey: id) != nil else { return [] }
+        subscriptionOrder.removeAll { $0 == id }
+        reset?.subsBeingRevived.remove(id)
+        var actions: [Action] = [.subscriptionStopped(id: id, error: error)]
+        if phase == .connected { actions.append(.send(.unsub(id: id))) }
+        return actions
+    }
 
     private mutating func makeMethodID() -> String {
         defer { nextMethodID += 1 }
