@@ -142,7 +142,45 @@ enum HTTP {
         var json: EJSON { (try? EJSONParser.parse(body)) ?? .null }
     }
 
+    /// One request on its own connection (`Connection: close`).
     static func request(port: Int, _ method: HTTPMethod, _ path: String, token: String? = nil, body: String? = nil) async throws -> Reply {
+        try await withConnection(port: port) { try await $0.send(method, path, token: token, body: body, close: true) }
+    }
+
+    /// Requests made one after another on one kept-alive connection.
+    final class Exchange {
+        private var inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
+        private let outbound: NIOAsyncChannelOutboundWriter<HTTPClientRequestPart>
+
+        init(_ inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>, _ outbound: NIOAsyncChannelOutboundWriter<HTTPClientRequestPart>) {
+            self.inbound = inbound.makeAsyncIterator()
+            self.outbound = outbound
+        }
+
+        func send(_ method: HTTPMethod, _ path: String, token: String? = nil, body: String? = nil, close: Bool = false) async throws -> Reply {
+            var headers = HTTPHeaders([("Host", "127.0.0.1"), ("Connection", close ? "close" : "keep-alive")])
+            if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
+            if let body {
+                headers.add(name: "Content-Type", value: "application/json")
+                headers.add(name: "Content-Length", value: String(body.utf8.count))
+            }
+            try await outbound.write(.head(HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)))
+            if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(string: body)))) }
+            try await outbound.write(.end(nil))
+            var status = 0
+            var text = ""
+            while let part = try await inbound.next() {
+                switch part {
+                case .head(let head): status = Int(head.status.code)
+                case .body(let buffer): text += String(buffer: buffer)
+                case .end: return Reply(status: status, body: text)
+                }
+            }
+            throw BenchError("the connection closed before the reply to \(method) \(path) ended")
+        }
+    }
+
+    static func withConnection<T: Sendable>(port: Int, _ body: (Exchange) async throws -> T) async throws -> T {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -150,27 +188,7 @@ enum HTTP {
                     return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
                 }
             }
-        var headers = HTTPHeaders([("Host", "127.0.0.1"), ("Connection", "close")])
-        if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
-        if let body {
-            headers.add(name: "Content-Type", value: "application/json")
-            headers.add(name: "Content-Length", value: String(body.utf8.count))
-        }
-        return try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(.head(HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)))
-            if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(string: body)))) }
-            try await outbound.write(.end(nil))
-            var status = 0
-            var text = ""
-            for try await part in inbound {
-                switch part {
-                case .head(let head): status = Int(head.status.code)
-                case .body(let buffer): text += String(buffer: buffer)
-                case .end: return Reply(status: status, body: text)
-                }
-            }
-            return Reply(status: status, body: text)
-        }
+        return try await channel.executeThenClose { inbound, outbound in try await body(Exchange(inbound, outbound)) }
     }
 
     /// A new bridge session; returns its token.
@@ -203,9 +221,12 @@ final class SSEConsumer: Sendable {
 
     /// Opens `GET path` and counts events named `counting`; with `stampField`, records for each
     /// such event the microseconds between the stamp in its data and its arrival.
-    static func open(port: Int, _ path: String, token: String, counting: String, stampField: Bool = false) async throws -> SSEConsumer {
+    /// With `slow`, the socket is read only when ``readOnce()`` is called (a consumer that falls behind).
+    static func open(port: Int, _ path: String, token: String, counting: String, stampField: Bool = false, slow: Bool = false) async throws -> SSEConsumer {
         let handlerBox = NIOLockedValueBox<SSEHandler?>(nil)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.autoRead, value: !slow)
+            .channelOption(.recvAllocator, value: slow ? FixedSizeRecvByteBufferAllocator(capacity: 4096) : AdaptiveRecvByteBufferAllocator())
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
@@ -238,6 +259,28 @@ final class SSEConsumer: Sendable {
     }
 
     func close() { channel.close(promise: nil) }
+
+    /// One read of at most 4 KiB from a `slow` consumer's socket.
+    func readOnce() { channel.read() }
+}
+
+/// Runs `body(0..<count)` with at most `concurrency` at a time; the first error ends the run.
+func forEachBounded(_ count: Int, concurrency: Int, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        var next = 0
+        while next < min(concurrency, count) {
+            let index = next
+            group.addTask { try await body(index) }
+            next += 1
+        }
+        while try await group.next() != nil {
+            if next < count {
+                let index = next
+                group.addTask { try await body(index) }
+                next += 1
+            }
+        }
+    }
 }
 
 /// The channel handler behind `SSEConsumer`: splits lines, dispatches events on blank lines.

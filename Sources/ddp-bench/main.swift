@@ -6,7 +6,8 @@ import Foundation
 // The benchmark harness. Starts the in-process demo DDP server and the bridge on loopback,
 // drives bounded load, and writes results.json, results.md and plot.svg to the output folder.
 //
-// Usage: ddp-bench [--smoke] [--out DIR] [--only micro,sse,latency,rest,sessions] [--sessions N]
+// Usage: ddp-bench [--smoke] [--out DIR] [--only micro,sse,latency,rest,sessions,load] [--sessions N]
+//        (load: --load-sessions N, --load-consumers N, --load-rate N, --load-bound-mib N, --load-same-priority)
 //        ddp-bench --replot [--out DIR]   (results.md and plot.svg again from results.json)
 // DDP_BENCH_WRAP runs the bridge process of the sessions part under a profiler (e.g. heaptrack);
 // DDP_BENCH_SESSION_PARTS ("none", "sub" or "sub,stream", the default) says what each session
@@ -20,7 +21,7 @@ func option(_ name: String) -> String? {
 }
 let smoke = arguments.contains("--smoke")
 let outputDirectory = option("--out") ?? "bench-results"
-let parts = Set((option("--only") ?? "micro,sse,latency,rest,sessions").split(separator: ",").map(String.init))
+let parts = Set((option("--only") ?? "micro,sse,latency,rest,sessions,load").split(separator: ",").map(String.init))
 let runs = smoke ? 1 : 3
 if arguments.contains("--replot") {
     try Report.replot(outputDirectory)
@@ -166,6 +167,37 @@ if parts.contains("sessions") {
                                   measured: String(format: "%.1f KiB", result.kibPerSession), score: 48 / max(result.kibPerSession, 0.1)))
         }
     }
+}
+
+if parts.contains("load") {
+    await upstream.stop()
+    upstream = try await startUpstream()
+    upstreamURL = await upstream.url
+    let plan = LoadRun.Plan(
+        sessions: option("--load-sessions").flatMap { Int($0) } ?? (smoke ? 1_000 : 10_000),
+        slowConsumers: option("--load-consumers").flatMap { Int($0) } ?? (smoke ? 20 : 200),
+        tickRate: option("--load-rate").flatMap { Int($0) } ?? 50,
+        settle: .seconds(smoke ? 2 : 10),
+        memoryBoundMiB: option("--load-bound-mib").flatMap { Int($0) } ?? 512,
+        niceGenerator: !arguments.contains("--load-same-priority"))
+    let outcome = try await LoadRun.run(upstream: upstreamURL, plan: plan)
+    let health = outcome.healthSamples.sorted()
+    let over = health.filter { $0 > 100 }.count
+    let setting = "\(plan.sessions) sessions opened and closed, \(plan.slowConsumers) slow consumers of \(plan.tickRate) changes/s each"
+        + (plan.niceGenerator ? "; load generator at nice 10" : "; load generator at the bridge's priority")
+    figures.append(Figure("load", "/healthz p50 under load", Stats.percentile(health, 50), "ms", note: setting))
+    figures.append(Figure("load", "/healthz p99 under load", Stats.percentile(health, 99), "ms", note: "\(health.count) probes, every 25 ms"))
+    figures.append(Figure("load", "/healthz slowest under load", health.max() ?? 0, "ms", note: "\(over) of \(health.count) over 100 ms"))
+    figures.append(Figure("load", "sessions opened and closed per second", outcome.sessionsPerSecond, "sessions/s", note: "32 clients on kept-alive connections"))
+    figures.append(Figure("load", "bridge RSS at peak", outcome.rssPeakMiB, "MiB",
+                          note: String(format: "before %.0f MiB, after closing %.0f MiB; bound %d MiB", outcome.rssBeforeMiB, outcome.rssAfterMiB, plan.memoryBoundMiB)))
+    figures.append(Figure("load", "slow consumers cut off", Double(outcome.consumersCut), "streams",
+                          note: String(format: "%d events read by them in %.0f s", outcome.eventsRead, outcome.seconds)))
+    let slowest = health.max() ?? 0
+    targets.append(Target(name: "/healthz under load (slowest of \(health.count))", goal: "≤ 100 ms",
+                          measured: String(format: "%.1f ms", slowest), score: 100 / max(slowest, 0.1)))
+    targets.append(Target(name: "bridge RSS under load (peak)", goal: "≤ \(plan.memoryBoundMiB) MiB",
+                          measured: String(format: "%.0f MiB", outcome.rssPeakMiB), score: Double(plan.memoryBoundMiB) / max(outcome.rssPeakMiB, 1)))
 }
 
 await upstream.stop()

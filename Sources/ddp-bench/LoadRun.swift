@@ -1,0 +1,137 @@
+import DDP
+import Foundation
+import NIOConcurrencyHelpers
+import NIOHTTP1
+
+/// The load run (issue: "never crash, never wedge"): the bridge as its own process while
+/// `sessions` sessions are opened and closed from one client, `slowConsumers` sessions each
+/// subscribe to a ticker (a steady flood of upstream changes) and read their event streams far
+/// slower than it arrives, and a prober asks `/healthz` every 25 ms and samples the bridge's RSS.
+/// It fails (throws) when the bridge dies, a session cannot be opened or closed, or the peak RSS
+/// goes over `memoryBoundMiB`; latency is reported against the 100 ms goal, not asserted.
+enum LoadRun {
+    struct Plan: Sendable {
+        var sessions: Int
+        var slowConsumers: Int
+        /// Changes per second each ticker subscription sends.
+        var tickRate: Int
+        /// How long the flood goes on after the sessions are done.
+        var settle: Duration
+        var memoryBoundMiB: Int
+        /// Runs this process (the clients and the upstream) at nice 10 once the bridge is started,
+        /// standing in for clients and a Meteor server on other machines.
+        var niceGenerator = true
+    }
+
+    /// Nice 10 for every thread of this process (Linux keeps a nice value per thread; threads
+    /// made later inherit it from the one that makes them).
+    static func lowerOwnPriority() {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        for task in tasks {
+            if let tid = id_t(task) { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, 10) }
+        }
+    }
+
+    struct Outcome: Sendable {
+        var sessionsPerSecond = 0.0
+        var healthSamples: [Double] = []  // milliseconds
+        var rssBeforeMiB = 0.0
+        var rssPeakMiB = 0.0
+        var rssAfterMiB = 0.0
+        var consumersCut = 0
+        var eventsRead = 0
+        var seconds = 0.0
+    }
+
+    static func run(upstream: String, plan: Plan) async throws -> Outcome {
+        let bridge = try await BridgeProcess.start(upstream: upstream, arguments: ["--max-subscriptions-per-session", "10"])
+        defer { bridge.stop() }
+        let port = bridge.port
+        if plan.niceGenerator { lowerOwnPriority() }
+        var outcome = Outcome()
+        outcome.rssBeforeMiB = Double(bridge.rssKiB) / 1024
+        let started = ContinuousClock.now
+
+        // The prober: /healthz on a kept-alive connection, and the bridge's RSS.
+        let samples = NIOLockedValueBox<(latencies: [Double], peakKiB: Int)>(([], 0))
+        let probing = NIOLockedValueBox(true)
+        let prober = Task {
+            try await HTTP.withConnection(port: port) { connection in
+                while probing.withLockedValue({ $0 }) && !Task.isCancelled {
+                    let start = ContinuousClock.now
+                    let reply = try await connection.send(.GET, "/healthz")
+                    let milliseconds = (ContinuousClock.now - start).seconds * 1000
+                    guard reply.status == 200 else { throw BenchError("/healthz answered \(reply.status)") }
+                    let rss = bridge.rssKiB
+                    samples.withLockedValue { $0.latencies.append(milliseconds); $0.peakKiB = max($0.peakKiB, rss) }
+                    try await Task.sleep(for: .milliseconds(25))
+                }
+            }
+        }
+        defer { prober.cancel() }
+
+        // Slow consumers, each with a ticker flooding its stream.
+        say("load: \(plan.slowConsumers) slow consumers on tickers at \(plan.tickRate)/s each…")
+        let consumers = NIOLockedValueBox<[(token: String, stream: SSEConsumer)]>([])
+        try await forEachBounded(plan.slowConsumers, concurrency: 16) { _ in
+            let token = try await HTTP.session(port: port)
+            let sub = try await HTTP.request(port: port, .POST, "/v1/subscriptions", token: token,
+                                             body: #"{"name":"ticker","params":[\#(plan.tickRate),0]}"#)
+            guard sub.status == 201 else { throw BenchError("a ticker subscription failed: \(sub.status) \(sub.body)") }
+            let stream = try await SSEConsumer.open(port: port, "/v1/events?collections=ticks", token: token, counting: "changed", slow: true)
+            stream.readOnce()
+            consumers.withLockedValue { $0.append((token, stream)) }
+        }
+        // They read 4 KiB every 250 ms: far less than the tickers send.
+        let reader = Task {
+            while !Task.isCancelled {
+                for consumer in consumers.withLockedValue({ $0 }) { consumer.stream.readOnce() }
+                try await Task.sleep(for: .milliseconds(250))
+            }
+        }
+        defer { reader.cancel() }
+
+        // Sessions opened and closed from one client, 32 at a time, each worker on one connection.
+        say("load: \(plan.sessions) sessions opened and closed…")
+        let churnStart = ContinuousClock.now
+        let workers = 32
+        try await forEachBounded(workers, concurrency: workers) { worker in
+            let share = plan.sessions / workers + (worker < plan.sessions % workers ? 1 : 0)
+            try await HTTP.withConnection(port: port) { connection in
+                for _ in 0..<share {
+                    let created = try await connection.send(.POST, "/v1/sessions", body: "{}")
+                    guard created.status == 201, let token = created.json["token"]?.stringValue else {
+                        throw BenchError("session creation failed: \(created.status) \(created.body)")
+                    }
+                    let closed = try await connection.send(.DELETE, "/v1/session", token: token)
+                    guard closed.status == 204 else { throw BenchError("closing a session failed: \(closed.status) \(closed.body)") }
+                }
+            }
+        }
+        outcome.sessionsPerSecond = Double(plan.sessions) / (ContinuousClock.now - churnStart).seconds
+        guard bridge.process.isRunning else { throw BenchError("the bridge died during the load run: \(bridge.output.withLockedValue { $0 })") }
+
+        try await Task.sleep(for: plan.settle)
+        probing.withLockedValue { $0 = false }
+        try await prober.value
+        reader.cancel()
+        let open = consumers.withLockedValue { $0 }
+        outcome.consumersCut = open.filter { $0.stream.snapshot.closed }.count
+        outcome.eventsRead = open.reduce(0) { $0 + $1.stream.snapshot.counted }
+        for consumer in open { consumer.stream.close() }
+        try await forEachBounded(open.count, concurrency: 16) { i in
+            _ = try await HTTP.request(port: port, .DELETE, "/v1/session", token: open[i].token)
+        }
+        try await Task.sleep(for: .seconds(2))
+        guard bridge.process.isRunning else { throw BenchError("the bridge died after the load run: \(bridge.output.withLockedValue { $0 })") }
+        outcome.rssAfterMiB = Double(bridge.rssKiB) / 1024
+        outcome.seconds = (ContinuousClock.now - started).seconds
+        let (latencies, peak) = samples.withLockedValue { ($0.latencies, $0.peakKiB) }
+        outcome.healthSamples = latencies
+        outcome.rssPeakMiB = Double(peak) / 1024
+        guard outcome.rssPeakMiB <= Double(plan.memoryBoundMiB) else {
+            throw BenchError(String(format: "the bridge's RSS peaked at %.0f MiB, over the bound of %d MiB", outcome.rssPeakMiB, plan.memoryBoundMiB))
+        }
+        return outcome
+    }
+}
