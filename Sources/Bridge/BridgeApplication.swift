@@ -31,7 +31,13 @@ public enum BridgeApplication {
         routes.register(on: router)
         // The read timeout closes connections that are slow to send a request or idle between
         // requests; Hummingbird leaves a connection alone while its response (a stream) is running.
-        let server = HTTPServerBuilder.http1(configuration: .init(idleTimeout: TimeAmount(configuration.readTimeout)))
+        // Probes are answered on the event loop when they can be (see ProbeFastPath).
+        let metrics = registry.metrics
+        let server = HTTPServerBuilder.http1(configuration: .init(
+            additionalChannelHandlers: [ProbeFastPath(answer: routes.probeAnswer) { path, status in
+                metrics.countRequest(route: path, status: Int(status.code))
+            }],
+            idleTimeout: TimeAmount(configuration.readTimeout)))
         let application = Application(
             router: router, server: server, configuration: http, services: [registry, probe], onServerRunning: onServerRunning,
             logger: logger)

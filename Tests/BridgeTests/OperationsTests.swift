@@ -6,6 +6,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
@@ -13,6 +14,92 @@ import Testing
 
 /// The read timeout and graceful shutdown, through real sockets.
 @Suite struct OperationsTests {
+    /// The event-loop answer to a probe is the router's answer (status, headers, body), honours
+    /// `Connection: close`, and is counted in the request metrics.
+    @Test func probesAnsweredOnTheEventLoopMatchTheRoutersAnswers() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            // The exact path is answered on the event loop; with a query string it goes to the router.
+            let fast = try await RawConnection.exchange(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let routed = try await RawConnection.exchange(port: port, "GET /healthz?via=router HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            #expect(fast.closed && routed.closed, "Connection: close was not honoured")
+            let fastParts = Self.parts(fast.text), routedParts = Self.parts(routed.text)
+            #expect(fastParts.status == "HTTP/1.1 200 OK")
+            #expect(fastParts.body == #"{"status":"ok"}"#)
+            #expect(fastParts.status == routedParts.status && fastParts.body == routedParts.body)
+            for name in ["content-type", "content-security-policy", "x-content-type-options", "referrer-policy", "content-length"] {
+                #expect(fastParts.headers[name] != nil && fastParts.headers[name] == routedParts.headers[name], "header \(name) differs")
+            }
+            let metrics = try await h.request(.get, "/metrics")
+            #expect(metrics.text.contains(#"ddp_bridge_http_requests_total{route="/healthz",status="200"} 2"#), "\(metrics.text)")
+        }
+    }
+
+    static func parts(_ text: String) -> (status: String, headers: [String: String], body: String) {
+        let halves = text.components(separatedBy: "\r\n\r\n")
+        let lines = halves[0].components(separatedBy: "\r\n")
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (lines[0], headers, halves.dropFirst().joined(separator: "\r\n\r\n"))
+    }
+
+    /// `/healthz` and `/readyz` are answered while every worker of Swift's cooperative pool is
+    /// blocked: a probe must not queue behind session work (under load it waited up to 130 ms).
+    /// Without the event-loop fast path the answers could only come once a worker is free.
+    /// Heavy (blocks the whole pool for seconds): run on its own by the test command.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["DDP_BRIDGE_HEAVY_TESTS"] != nil))
+    func probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let (arrivals, arrival) = AsyncStream<ContinuousClock.Instant>.makeStream()
+            let sent = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(ResponseCounter(expected: 2) { arrival.yield(.now); arrival.finish() })
+                    }
+                }
+                .connect(host: "127.0.0.1", port: port).get()
+            // Both probes, pipelined on one kept-alive connection, sent by the event loop 300 ms
+            // from now: by then every worker is blocked below.
+            channel.eventLoop.scheduleTask(in: .milliseconds(300)) {
+                sent.withLockedValue { $0 = .now }
+                let request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                channel.writeAndFlush(ByteBuffer(string: request), promise: nil)
+            }
+            // More blocking jobs than the pool has workers, 1.5 s each.
+            let workers = ProcessInfo.processInfo.activeProcessorCount + 2
+            let freed = await withTaskGroup(of: ContinuousClock.Instant.self) { group in
+                for _ in 0..<workers {
+                    group.addTask {
+                        occupyThisThread(seconds: 1.5)
+                        return .now
+                    }
+                }
+                var ends: [ContinuousClock.Instant] = []
+                for await end in group { ends.append(end) }
+                return ends.min()
+            }
+            // The answers, whenever they came (at most 10 s from now).
+            let answered = await withTaskGroup(of: ContinuousClock.Instant?.self) { group in
+                group.addTask { await arrivals.first { _ in true } }
+                group.addTask { try? await Task.sleep(for: .seconds(10)); return nil }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
+            try await channel.close()
+            let firstFree = try #require(freed)
+            let sentAt = try #require(sent.withLockedValue { $0 }, "the probes were never sent")
+            let answeredAt = try #require(answered, "the probes were not both answered within 10 s")
+            #expect(sentAt < firstFree, "the probes were sent only after a worker was free again")
+            #expect(answeredAt < firstFree, "the probes were answered only after a worker was free: \(answeredAt - sentAt) after sending")
+        }
+    }
+
     @Test func aClientSlowToSendItsRequestIsCutOffWhileAnOpenStreamIsNot() async throws {
         try await BridgeHarness.run(configure: {
             $0.readTimeout = .milliseconds(400)
@@ -181,10 +268,59 @@ actor RawConnection {
 
     func send(_ text: String) async throws { try await channel.outbound.write(ByteBuffer(string: text)) }
 
+    /// Sends `request` on a new connection and returns what came back once the server closed it
+    /// (at most 10 s).
+    static func exchange(port: Int, _ request: String) async throws -> (text: String, closed: Bool) {
+        let connection = try await open(port: port)
+        try await connection.send(request)
+        let closed = try await connection.waitUntilClosed(within: .seconds(10))
+        return (await connection.received, closed)
+    }
+
     /// Whether the peer closed the connection within `limit`.
     func waitUntilClosed(within limit: Duration) async throws -> Bool {
         let deadline = ContinuousClock.now + limit
         while !closed, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         return closed
+    }
+}
+
+/// Blocks the calling thread (a worker of the cooperative pool, when called from a task).
+func occupyThisThread(seconds: Double) {
+    Thread.sleep(forTimeInterval: seconds)
+}
+
+/// Counts complete HTTP/1.1 responses (head and `Content-Length` body) on a client connection
+/// and calls `done` on the event loop once `expected` have arrived.
+final class ResponseCounter: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private var bytes: [UInt8] = []
+    private var complete = 0
+    private let expected: Int
+    private let done: @Sendable () -> Void
+
+    init(expected: Int, done: @escaping @Sendable () -> Void) {
+        self.expected = expected
+        self.done = done
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        bytes += unwrapInboundIn(data).readableBytesView
+        while let length = Self.firstResponseLength(bytes) {
+            bytes.removeFirst(length)
+            complete += 1
+            if complete == expected { done() }
+        }
+    }
+
+    /// The byte length of the first complete response in `bytes`, or `nil` while it is incomplete.
+    static func firstResponseLength(_ bytes: [UInt8]) -> Int? {
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        guard let headEnd = bytes.indices.dropLast(3).first(where: { Array(bytes[$0..<$0 + 4]) == separator }) else { return nil }
+        let head = String(decoding: bytes[..<headEnd], as: UTF8.self).lowercased()
+        let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+        let total = headEnd + 4 + length
+        return bytes.count >= total ? total : nil
     }
 }

@@ -14,8 +14,8 @@ struct BridgeRoutes: Sendable {
     /// Every route: verb, path and handler.
     var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] {
         [
-            (.get, "/healthz", { _, _ in HTTPSupport.json(["status": "ok"]) }),
-            (.get, "/readyz", readiness),
+            (.get, "/healthz", { _, _ in ProbeAnswer.health.response }),
+            (.get, "/readyz", { _, _ in ProbeAnswer.readiness(probe.connection, sessions: registry.count).response }),
             (.get, "/metrics", { _, _ in
                 Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                          body: .init(byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe))))
@@ -56,16 +56,14 @@ struct BridgeRoutes: Sendable {
         }
     }
 
-    /// `GET /readyz`: 200 while the upstream is reachable, 503 (with `Retry-After`) while it is not.
-    @Sendable func readiness(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        let connection = probe.connection
-        guard probe.isReady else {
-            var retry = 5
-            if case .reconnecting(_, let delay) = connection { retry = max(1, Int(delay.seconds.rounded(.up))) }
-            throw BridgeError(.serviceUnavailable, "upstream-unavailable", "The upstream Meteor server is not reachable",
-                              details: ["upstream": connection.ejson], retryAfter: retry)
+    /// The answer to a probe path (`/healthz`, `/readyz`), or `nil` for any other path: built
+    /// without waiting, for the router and for ``ProbeFastPath``.
+    @Sendable func probeAnswer(_ path: String) -> ProbeAnswer? {
+        switch path {
+        case "/healthz": ProbeAnswer.health
+        case "/readyz": ProbeAnswer.readiness(probe.connection, sessions: registry.count)
+        default: nil
         }
-        return HTTPSupport.json(["status": "ready", "upstream": connection.ejson, "sessions": .int(registry.count)])
     }
 
     // MARK: - Sessions behind a request
