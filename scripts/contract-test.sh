@@ -15,6 +15,12 @@ fi
 "$venv/bin/python" scripts/check-docker.py
 
 source scripts/demo-bridge.sh
+# The demo reads serve's settings, DDP_BRIDGE_ variables included: a bad one stops it at once, named.
+if refused=$(DDP_BRIDGE_PORT=70000 "${DDP_BRIDGE_BIN:-.build/debug/ddp-bridge}" demo --ddp-port 0 2>&1); then
+    echo "the demo started with DDP_BRIDGE_PORT=70000"; exit 1
+fi
+grep -q 'port (DDP_BRIDGE_PORT) must be a whole number from 0 to 65535' <<<"$refused" || { echo "the demo ignored DDP_BRIDGE_PORT: $refused"; exit 1; }
+echo "demo: DDP_BRIDGE_PORT=70000 refused at start, naming the variable"
 start_demo --login-rate-limit 100000
 
 token=$(curl -sf -X POST "$url/v1/sessions" -d '{"username":"alice","password":"secret"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')

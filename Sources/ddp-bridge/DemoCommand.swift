@@ -13,42 +13,50 @@ import UnixSignals
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run the bridge on an embedded demo DDP server with sample data (no Meteor app needed)."
+        abstract: "Run the bridge on an embedded demo DDP server with sample data (no Meteor app needed).",
+        discussion: "Settings, as for serve (each also read from its DDP_BRIDGE_ variable; a flag wins over it; the upstream is the demo's own, and it logs at notice unless told otherwise):\n"
+            + Settings.helpText(excluding: ["upstream"])
     )
-
-    @Option(help: "Address the bridge listens on.")
-    var host: String = "127.0.0.1"
-
-    @Option(help: "Port of the bridge's HTTP server.")
-    var port: Int = 8080
 
     @Option(help: "Port of the embedded DDP server (0 picks a free one).")
     var ddpPort: Int = 3000
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = "notice"
-
     @Flag(help: "Also follow the demo publications and print their live changes.")
     var watch = false
 
-    @Option(help: "Session creations and logins allowed per client address per 10 seconds.")
-    var loginRateLimit: Int = 10
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The bridge's settings as --name value, as for serve (listed below).", valueName: "settings"))
+    var arguments: [String] = []
 
-    @Option(help: "Folder of the web console served at / (run from the project's root to find 'public').")
-    var publicDir: String = "public"
+    /// What the demo sets unless told otherwise: quieter logs.
+    static let presets = ["log-level": "notice"]
 
     func run() async throws {
-        let logger = try makeLogger(logLevel)
+        // Every setting of serve, from flags and DDP_BRIDGE_ variables, checked before anything
+        // starts; only the upstream is the demo's own.
+        var flags: [String: String]
+        let settings: Settings
+        do throws(Settings.Invalid) {
+            flags = try Settings.flags(from: arguments)
+            guard flags["upstream"] == nil else { throw Settings.Invalid(description: "--upstream: the demo runs its own DDP server; use serve for another") }
+            guard (0...65_535).contains(ddpPort) else { throw Settings.Invalid(description: "--ddp-port must be from 0 to 65535, got \(ddpPort)") }
+            flags["upstream"] = "ws://127.0.0.1:\(ddpPort)/websocket"
+            settings = try Settings(flags: flags, environment: ProcessInfo.processInfo.environment, presets: Self.presets)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        if settings.logFormat == "json" {
+            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
+        }
+        let logger = try makeLogger(settings.logLevel)
         let server = LocalDDPServer(configuration: DemoDataSet.configuration, logger: logger)
         try await DemoDataSet.seed(server.core)
         let upstreamPort = try await server.start(port: ddpPort)
         let upstream = "ws://127.0.0.1:\(upstreamPort)/websocket"
-        guard loginRateLimit > 0 else { throw ValidationError("--login-rate-limit must be at least 1") }
-        var bridgeConfiguration = BridgeConfiguration(upstream: upstream)
-        bridgeConfiguration.loginRateLimit = (loginRateLimit, .seconds(60))
-        bridgeConfiguration.publicFolder = Settings.existingFolder(publicDir)
+        var bridgeConfiguration = settings.configuration
+        bridgeConfiguration.upstream = upstream
+        let host = settings.host, port = settings.port
         let consoleLine = bridgeConfiguration.publicFolder == nil
-            ? "web console:     not served (no folder '\(publicDir)'; see --public-dir)"
+            ? "web console:     not served (no console folder; see --public-dir)"
             : "web console:     open http://\(host):PORT/ in a browser"
         let (application, registry) = BridgeApplication.make(
             configuration: bridgeConfiguration,

@@ -31,13 +31,13 @@ import Testing
     @Test(arguments: [
         ([:], "--upstream (DDP_BRIDGE_UPSTREAM) is required"),
         (["upstream": "http://meteor:3000"], "--upstream (DDP_BRIDGE_UPSTREAM) must be a ws:// or wss:// URL"),
-        (["upstream": "wss://10.0.0.5/websocket"], "--upstream: a wss:// URL must name a host, not an IP address"),
-        (["upstream": "ws://m/websocket", "port": "70000"], "--port must be from 0 to 65535"),
+        (["upstream": "wss://10.0.0.5/websocket"], "--upstream (DDP_BRIDGE_UPSTREAM) must name a host, not an IP address"),
+        (["upstream": "ws://m/websocket", "port": "70000"], "--port (DDP_BRIDGE_PORT) must be a whole number from 0 to 65535"),
         (["upstream": "ws://m/websocket", "max-sessions": "none"], "--max-sessions (DDP_BRIDGE_MAX_SESSIONS) must be a whole number"),
         (["upstream": "ws://m/websocket", "request-timeout": "-1"], "--request-timeout (DDP_BRIDGE_REQUEST_TIMEOUT) must be a number"),
         (["upstream": "ws://m/websocket", "read-timeout": "0"], "--read-timeout (DDP_BRIDGE_READ_TIMEOUT) must be a number from 0.1 to"),
-        (["upstream": "ws://m/websocket", "trust-forwarded-for": "perhaps"], "--trust-forwarded-for must be true or false"),
-        (["upstream": "ws://m/websocket", "log-level": "loud"], "--log-level must be"),
+        (["upstream": "ws://m/websocket", "trust-forwarded-for": "perhaps"], "--trust-forwarded-for (DDP_BRIDGE_TRUST_FORWARDED_FOR) must be true or false"),
+        (["upstream": "ws://m/websocket", "log-level": "loud"], "--log-level (DDP_BRIDGE_LOG_LEVEL) must be trace, debug"),
         (["upstream": "ws://m/websocket", "log-format": "xml"], "--log-format (DDP_BRIDGE_LOG_FORMAT) must be human or json"),
         (["upstream": "ws://m/websocket", "cors-origins": "app.example"], "--cors-origins (DDP_BRIDGE_CORS_ORIGINS): 'app.example' is not an origin"),
         (["upstream": "ws://m/websocket", "public-dir": "/nonexistent"], "--public-dir (DDP_BRIDGE_PUBLIC_DIR): '/nonexistent' is not a folder"),
@@ -81,5 +81,36 @@ import Testing
         #expect(settings.configuration.sessionRateLimit.calls == 100 && settings.configuration.loginRateLimit.interval == .seconds(60))
         let tuned = try Settings(flags: upstream, environment: ["DDP_BRIDGE_RECONNECT_RATE": "5", "DDP_BRIDGE_UPSTREAM_MAX_MESSAGE_SIZE": "2048"])
         #expect(tuned.configuration.reconnectRate == 5 && tuned.configuration.upstreamMaxMessageSize == 2048)
+    }
+
+    @Test func commandLinesTakeEverySettingAsAFlag() throws {
+        let flags = try Settings.flags(from: ["--port", "9000", "--host=0.0.0.0", "--upstream-compression", "--trust-forwarded-for", "false",
+                                              "--cors-origins", "*"])
+        #expect(flags == ["port": "9000", "host": "0.0.0.0", "upstream-compression": "true", "trust-forwarded-for": "false", "cors-origins": "*"])
+        #expect(try Settings.flags(from: ["--upstream-compression", "--port", "1"]) == ["upstream-compression": "true", "port": "1"])
+        for (arguments, message) in [(["--prot", "9000"], "unknown setting --prot"), (["--port"], "--port needs a value"),
+                                     (["9000"], "unexpected argument '9000'")] {
+            #expect { try Settings.flags(from: arguments) } throws: { ($0 as? Settings.Invalid)?.description.hasPrefix(message) == true }
+        }
+    }
+
+    @Test func presetsSitBetweenTheEnvironmentAndTheDefault() throws {
+        // The demo's way: its presets yield to DDP_BRIDGE_ variables and flags.
+        let preset = try Settings(flags: upstream, environment: [:], presets: ["log-level": "notice", "port": "9100"])
+        #expect(preset.logLevel == "notice" && preset.port == 9100)
+        let overridden = try Settings(flags: upstream.merging(["port": "9300"]) { $1 }, environment: ["DDP_BRIDGE_LOG_LEVEL": "debug"],
+                                      presets: ["log-level": "notice", "port": "9100"])
+        #expect(overridden.logLevel == "debug" && overridden.port == 9300)
+    }
+
+    @Test func helpShowsEachSettingsVariableAndItsDefaultFromTheConfiguration() {
+        let help = Settings.helpText()
+        for setting in Settings.all { #expect(help.contains("--\(setting.flag) ") && help.contains("env \(setting.environment)")) }
+        let defaults = BridgeConfiguration(upstream: "")
+        #expect(help.contains("env DDP_BRIDGE_MAX_SESSIONS, default \(defaults.maxSessions)\n"))
+        #expect(help.contains("env DDP_BRIDGE_CONNECT_TIMEOUT, default 10\n") && defaults.connectTimeout == .seconds(10))
+        #expect(help.contains("env DDP_BRIDGE_BATCH_WINDOW, default 1\n") && defaults.batchWindow == .milliseconds(1))
+        #expect(help.contains("env DDP_BRIDGE_SESSION_MAX_DOCUMENTS, default 100000\n"))
+        #expect(!Settings.helpText(excluding: ["upstream"]).contains("--upstream "))
     }
 }

@@ -2,59 +2,256 @@ public import DDPClient
 import DDP
 import Foundation
 
-/// Reads the bridge's settings from command-line flags and the environment, in one place:
-/// a flag wins over its `DDP_BRIDGE_…` variable, which wins over the default. A bad value
-/// fails with a message naming the setting.
+/// The bridge's settings. Each is declared once, in ``Settings/all``: its flag, its help, how its
+/// text is checked and where the value goes; its `DDP_BRIDGE_…` variable is derived from the flag,
+/// and its default is the value ``Settings/init()`` holds (from ``BridgeConfiguration``), which the
+/// help shows. `serve` and `demo` read them alike: a flag wins over its variable, which wins over
+/// a preset (the demo's), which wins over the default. A bad value fails with a message naming
+/// the setting; every number is range-checked before it is converted, so no setting traps.
 public struct Settings: Sendable {
     public struct Invalid: Error, CustomStringConvertible, Equatable {
         public let description: String
+
+        public init(description: String) { self.description = description }
     }
 
-    /// One setting: its flag name (without `--`), its environment variable, its default and what it does.
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var logLevel = "info"
+    public var logFormat = "human"
+    public var configuration = BridgeConfiguration(upstream: "")
+
+    /// The defaults (no upstream yet).
+    public init() {}
+
+    /// Resolves every setting from `flags` (by flag name, without `--`), then `environment`
+    /// (`DDP_BRIDGE_…`), then `presets` (by flag name), then the default.
+    public init(flags: [String: String], environment: [String: String], presets: [String: String] = [:]) throws(Invalid) {
+        self.init()
+        for setting in Self.all {
+            let given = flags[setting.flag] ?? environment[setting.environment]
+            guard let text = given ?? presets[setting.flag] ?? setting.fallback else { continue }
+            let value = Value(flag: setting.flag, environment: setting.environment, text: text, isExplicit: given != nil)
+            do {
+                try setting.apply(value, &self)
+            } catch let error as Invalid {
+                throw error
+            } catch {
+                throw value.invalid("is not valid (\(error))")
+            }
+        }
+        guard !configuration.upstream.isEmpty else {
+            throw Invalid(description: "--upstream (DDP_BRIDGE_UPSTREAM) is required: the Meteor app's ws://host:port/websocket")
+        }
+        if configuration.requestTimeout > configuration.maxRequestTimeout { configuration.maxRequestTimeout = configuration.requestTimeout }
+    }
+
+    /// One setting, declared once.
     public struct Setting: Sendable {
         public let flag: String
         public let help: String
-        public let defaultValue: String?
+        /// May be given as a bare `--flag`, meaning true.
+        public let isSwitch: Bool
+        /// Text applied when the setting is given nowhere (only where the default needs a check).
+        let fallback: String?
+        let show: @Sendable (Settings) -> String?
+        let apply: @Sendable (Value, inout Settings) throws -> Void
+
         public var environment: String { "DDP_BRIDGE_" + flag.uppercased().replacingOccurrences(of: "-", with: "_") }
+        /// The default as help shows it; `nil` when there is none.
+        public var shownDefault: String? { show(Settings()) }
     }
 
+    /// A setting's text, with the names to blame when it is bad.
+    struct Value {
+        let flag: String
+        let environment: String
+        let text: String
+        /// Given as a flag or variable, rather than a preset or the fallback.
+        let isExplicit: Bool
+
+        func invalid(_ problem: String) -> Invalid {
+            // "--flag (VARIABLE) must be …" or "--flag (VARIABLE): 'x' is not …"
+            Invalid(description: "--\(flag) (\(environment))\(problem.hasPrefix(":") ? "" : " ")\(problem)")
+        }
+
+        func number(minimum: Double = 0, maximum: Double = 86_400 * 365) throws(Invalid) -> Double {
+            guard let n = Double(text), n.isFinite, n >= minimum, n <= maximum else {
+                throw invalid("must be a number from \(Self.format(minimum)) to \(Self.format(maximum)), got '\(text)'")
+            }
+            return n
+        }
+
+        func seconds(minimum: Double = 0) throws(Invalid) -> Duration {
+            .milliseconds(Int64((try number(minimum: minimum) * 1000).rounded()))
+        }
+
+        func integer(minimum: Int = 1, maximum: Int = 1 << 40) throws(Invalid) -> Int {
+            guard let n = Int(text), n >= minimum, n <= maximum else {
+                throw invalid("must be a whole number from \(minimum) to \(maximum), got '\(text)'")
+            }
+            return n
+        }
+
+        func bool() throws(Invalid) -> Bool {
+            switch text.lowercased() {
+            case "true", "1", "yes", "on": return true
+            case "false", "0", "no", "off": return false
+            default: throw invalid("must be true or false, got '\(text)'")
+            }
+        }
+
+        func oneOf(_ choices: [String]) throws(Invalid) -> String {
+            guard choices.contains(text) else {
+                throw invalid("must be \(choices.dropLast().joined(separator: ", ")) or \(choices.last ?? ""), got '\(text)'")
+            }
+            return text
+        }
+
+        static func format(_ n: Double) -> String {
+            n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+        }
+    }
+
+    // MARK: - Declaring settings
+
+    static func seconds(_ flag: String, _ help: String, _ path: any WritableKeyPath<Settings, Duration> & Sendable, minimum: Double = 0) -> Setting {
+        Setting(flag: flag, help: help, isSwitch: false, fallback: nil, show: { Self.secondsText($0[keyPath: path]) }) { value, settings in
+            settings[keyPath: path] = try value.seconds(minimum: minimum)
+        }
+    }
+
+    static func integer(_ flag: String, _ help: String, _ path: any WritableKeyPath<Settings, Int> & Sendable, minimum: Int = 1, maximum: Int = 1 << 40) -> Setting {
+        Setting(flag: flag, help: help, isSwitch: false, fallback: nil, show: { String($0[keyPath: path]) }) { value, settings in
+            settings[keyPath: path] = try value.integer(minimum: minimum, maximum: maximum)
+        }
+    }
+
+    static func toggle(_ flag: String, _ help: String, _ path: any WritableKeyPath<Settings, Bool> & Sendable) -> Setting {
+        Setting(flag: flag, help: help, isSwitch: true, fallback: nil, show: { String($0[keyPath: path]) }) { value, settings in
+            settings[keyPath: path] = try value.bool()
+        }
+    }
+
+    static func custom(_ flag: String, _ help: String, fallback: String? = nil, show: @escaping @Sendable (Settings) -> String?,
+                       apply: @escaping @Sendable (Value, inout Settings) throws -> Void) -> Setting {
+        Setting(flag: flag, help: help, isSwitch: false, fallback: fallback, show: show, apply: apply)
+    }
+
+    static func secondsText(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        return Value.format(Double(seconds) + Double(attoseconds) / 1e18)
+    }
+
+    /// Every setting of `serve` and `demo`.
     public static let all: [Setting] = [
-        Setting(flag: "upstream", help: "The Meteor app's DDP WebSocket, e.g. ws://meteor:3000/websocket (wss:// for TLS)", defaultValue: nil),
-        Setting(flag: "host", help: "Address to listen on", defaultValue: "127.0.0.1"),
-        Setting(flag: "port", help: "Port to listen on", defaultValue: "8080"),
-        Setting(flag: "upstream-ca-file", help: "PEM file of CA certificates to trust for wss://", defaultValue: nil),
-        Setting(flag: "upstream-allow-self-signed", help: "Accept any upstream certificate (test setups only)", defaultValue: "false"),
-        Setting(flag: "upstream-compression", help: "Negotiate permessage-deflate with the upstream", defaultValue: "false"),
-        Setting(flag: "connect-timeout", help: "Seconds a new session waits for the upstream before answering 503", defaultValue: "10"),
-        Setting(flag: "request-timeout", help: "Default seconds a method call or subscription waits", defaultValue: "30"),
-        Setting(flag: "read-timeout", help: "Seconds a client may take to send a request, or stay idle between requests (open streams excepted)", defaultValue: "30"),
-        Setting(flag: "shutdown-grace", help: "Seconds requests in flight get to finish on SIGTERM/SIGINT before sessions close", defaultValue: "10"),
-        Setting(flag: "session-idle-timeout", help: "Seconds without requests or streams before a session closes", defaultValue: "900"),
-        Setting(flag: "subscription-linger", help: "Seconds an unused shared subscription is kept", defaultValue: "5"),
-        Setting(flag: "max-sessions", help: "Sessions in total", defaultValue: "10000"),
-        Setting(flag: "max-sessions-per-address", help: "Sessions per client address", defaultValue: "100"),
-        Setting(flag: "max-subscriptions-per-session", help: "Subscriptions per session", defaultValue: "100"),
-        Setting(flag: "max-streams-per-session", help: "Open event streams per session", defaultValue: "16"),
-        Setting(flag: "max-body-size", help: "Largest request body in bytes", defaultValue: "1048576"),
-        Setting(flag: "login-rate-limit", help: "Failed logins per client address per minute, on every route that logs in", defaultValue: "10"),
-        Setting(flag: "session-rate-limit", help: "Session creations per client address per 10 s", defaultValue: "100"),
-        Setting(flag: "reconnect-rate", help: "Upstream reconnect attempts per second across all sessions (0: unpaced)", defaultValue: "100"),
-        Setting(flag: "reconnect-burst", help: "Upstream reconnect attempts allowed at once before the rate applies", defaultValue: "50"),
-        Setting(flag: "query-time-budget", help: "Seconds one collection query may scan before it is refused (422)", defaultValue: "2"),
-        Setting(flag: "upstream-max-message-size", help: "Largest DDP message accepted from the upstream, in bytes", defaultValue: "16777216"),
-        Setting(flag: "trust-forwarded-for", help: "Deprecated (one proxy in front): trust the direct peer's X-Forwarded-For; prefer --trusted-proxies", defaultValue: "false"),
-        Setting(flag: "trusted-proxies", help: "Comma-separated addresses or CIDR ranges of your reverse proxies; the client address is the rightmost X-Forwarded-For entry not among them", defaultValue: nil),
-        Setting(flag: "batch-window", help: "Milliseconds over which changes are consolidated per document", defaultValue: "1"),
-        Setting(flag: "event-log-size", help: "Events a session keeps for resuming streams", defaultValue: "10000"),
-        Setting(flag: "event-log-bytes", help: "Bytes of events a session keeps for resuming streams (oldest dropped first)", defaultValue: "8388608"),
-        Setting(flag: "session-max-documents", help: "Most documents one session may hold; past it, the subscriptions still loading (or the newest) are stopped with too-many-documents", defaultValue: "100000"),
-        Setting(flag: "heartbeat-interval", help: "Seconds between heartbeat comments on idle streams", defaultValue: "15"),
-        Setting(flag: "stream-buffer-limit", help: "Bytes a stream may fall behind before it is cut off", defaultValue: "1048576"),
-        Setting(flag: "public-dir", help: "Folder of the web console served at / ('none' to serve no console)", defaultValue: "public"),
-        Setting(flag: "cors-origins", help: "Comma-separated origins allowed from browsers, with credentials (the session cookie); * admits any other origin without credentials (bearer tokens only); none by default", defaultValue: nil),
-        Setting(flag: "log-level", help: "trace, debug, info, notice, warning, error or critical", defaultValue: "info"),
-        Setting(flag: "log-format", help: "human or json (one JSON object per line)", defaultValue: "human"),
+        custom("upstream", "The Meteor app's DDP WebSocket, e.g. ws://meteor:3000/websocket (wss:// for TLS)", show: { _ in nil }) { value, settings in
+            settings.configuration.upstream = try upstreamURL(value)
+        },
+        custom("host", "Address to listen on", show: { $0.host }) { value, settings in settings.host = value.text },
+        integer("port", "Port to listen on", \.port, minimum: 0, maximum: 65_535),
+        custom("upstream-ca-file", "PEM file of CA certificates to trust for wss://", show: { _ in nil }) { value, settings in
+            guard FileManager.default.isReadableFile(atPath: value.text) else { throw value.invalid(": cannot read '\(value.text)'") }
+            settings.configuration.upstreamTLS.caFile = value.text
+        },
+        toggle("upstream-allow-self-signed", "Accept any upstream certificate (test setups only)", \.configuration.upstreamTLS.allowSelfSigned),
+        toggle("upstream-compression", "Negotiate permessage-deflate with the upstream", \.configuration.upstreamCompression),
+        seconds("connect-timeout", "Seconds a new session waits for the upstream before answering 503", \.configuration.connectTimeout, minimum: 0.1),
+        seconds("request-timeout", "Default seconds a method call or subscription waits", \.configuration.requestTimeout, minimum: 0.1),
+        seconds("read-timeout", "Seconds a client may take to send a request, or stay idle between requests (open streams excepted)",
+                \.configuration.readTimeout, minimum: 0.1),
+        seconds("shutdown-grace", "Seconds requests in flight get to finish on SIGTERM/SIGINT before sessions close", \.configuration.shutdownGrace),
+        seconds("session-idle-timeout", "Seconds without requests or streams before a session closes", \.configuration.sessionIdleTimeout, minimum: 1),
+        seconds("subscription-linger", "Seconds an unused shared subscription is kept", \.configuration.subscriptionLinger),
+        integer("max-sessions", "Sessions in total", \.configuration.maxSessions),
+        integer("max-sessions-per-address", "Sessions per client address", \.configuration.maxSessionsPerAddress),
+        integer("max-subscriptions-per-session", "Subscriptions per session", \.configuration.maxSubscriptionsPerSession),
+        integer("max-streams-per-session", "Open event streams per session", \.configuration.maxStreamsPerSession),
+        integer("max-body-size", "Largest request body in bytes", \.configuration.maxBodySize, minimum: 64),
+        custom("login-rate-limit", "Failed logins per client address per minute, on every route that logs in",
+               show: { String($0.configuration.loginRateLimit.calls) }) { value, settings in
+            settings.configuration.loginRateLimit = (try value.integer(), .seconds(60))
+        },
+        custom("session-rate-limit", "Session creations per client address per 10 s", show: { String($0.configuration.sessionRateLimit.calls) }) {
+            value, settings in settings.configuration.sessionRateLimit = (try value.integer(), .seconds(10))
+        },
+        custom("reconnect-rate", "Upstream reconnect attempts per second across all sessions (0: unpaced)",
+               show: { Value.format($0.configuration.reconnectRate) }) { value, settings in
+            settings.configuration.reconnectRate = try value.number(maximum: 1_000_000)
+        },
+        integer("reconnect-burst", "Upstream reconnect attempts allowed at once before the rate applies", \.configuration.reconnectBurst,
+                maximum: 1_000_000),
+        seconds("query-time-budget", "Seconds one collection query may scan before it is refused (422)", \.configuration.queryTimeBudget,
+                minimum: 0.01),
+        // NIO takes frame limits of at most 32 bits; a message over 1 GiB is no DDP message.
+        integer("upstream-max-message-size", "Largest DDP message accepted from the upstream, in bytes", \.configuration.upstreamMaxMessageSize,
+                minimum: 1024, maximum: 1 << 30),
+        toggle("trust-forwarded-for", "Deprecated (one proxy in front): trust the direct peer's X-Forwarded-For; prefer --trusted-proxies",
+               \.configuration.trustForwardedFor),
+        custom("trusted-proxies",
+               "Comma-separated addresses or CIDR ranges of your reverse proxies; the client address is the rightmost X-Forwarded-For entry not among them",
+               show: { _ in nil }) { value, settings in
+            var ranges: [IPRange] = []
+            for entry in value.text.split(separator: ",") {
+                let text = entry.trimmingCharacters(in: .whitespaces)
+                guard !text.isEmpty else { continue }
+                guard let range = IPRange(Substring(text)) else { throw value.invalid(": '\(text)' is not an IP address or CIDR range") }
+                ranges.append(range)
+            }
+            settings.configuration.trustedProxies = ranges
+        },
+        custom("batch-window", "Milliseconds over which changes are consolidated per document",
+               show: { Value.format(Double($0.configuration.batchWindow / .microseconds(1)) / 1000) }) {
+            value, settings in settings.configuration.batchWindow = .microseconds(Int64((try value.number(maximum: 60_000) * 1000).rounded()))
+        },
+        integer("event-log-size", "Events a session keeps for resuming streams", \.configuration.eventLogSize),
+        integer("event-log-bytes", "Bytes of events a session keeps for resuming streams (oldest dropped first)", \.configuration.eventLogBytes,
+                minimum: 1024),
+        custom("session-max-documents",
+               "Most documents one session may hold; past it, the subscriptions still loading (or the newest) are stopped with too-many-documents",
+               show: { $0.configuration.ddp.maxCachedDocuments.map(String.init) }) { value, settings in
+            settings.configuration.ddp.maxCachedDocuments = try value.integer(maximum: 1_000_000_000)
+        },
+        seconds("heartbeat-interval", "Seconds between heartbeat comments on idle streams", \.configuration.heartbeatInterval, minimum: 0.1),
+        integer("stream-buffer-limit", "Bytes a stream may fall behind before it is cut off", \.configuration.streamBufferLimit, minimum: 1024),
+        custom("public-dir", "Folder of the web console served at / ('none' to serve no console)", fallback: "public", show: { _ in "public" }) {
+            value, settings in
+            guard value.text != "none", !value.text.isEmpty else {
+                settings.configuration.publicFolder = nil
+                return
+            }
+            // The default folder may simply be absent (the console is optional); a folder named on purpose must exist.
+            settings.configuration.publicFolder = existingFolder(value.text)
+            if settings.configuration.publicFolder == nil, value.isExplicit { throw value.invalid(": '\(value.text)' is not a folder") }
+        },
+        custom("cors-origins",
+               "Comma-separated origins allowed from browsers, with credentials (the session cookie); * admits any other origin without credentials (bearer tokens only); none by default",
+               show: { _ in nil }) { value, settings in
+            let origins = value.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            for origin in origins where origin != "*" {
+                guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.path.isEmpty else {
+                    throw value.invalid(": '\(origin)' is not an origin like https://app.example.com")
+                }
+            }
+            settings.configuration.corsOrigins = origins
+        },
+        custom("log-level", "trace, debug, info, notice, warning, error or critical", show: { $0.logLevel }) { value, settings in
+            settings.logLevel = try value.oneOf(["trace", "debug", "info", "notice", "warning", "error", "critical"])
+        },
+        custom("log-format", "human or json (one JSON object per line)", show: { $0.logFormat }) { value, settings in
+            settings.logFormat = try value.oneOf(["human", "json"])
+        },
     ]
+
+    static func upstreamURL(_ value: Value) throws(Invalid) -> String {
+        guard let url = URL(string: value.text), ["ws", "wss"].contains(url.scheme ?? ""), url.host != nil else {
+            throw value.invalid("must be a ws:// or wss:// URL with a host, got '\(value.text)'")
+        }
+        if url.scheme == "wss", let host = url.host, host.allSatisfy({ $0.isNumber || $0 == "." || $0 == ":" }) {
+            throw value.invalid("must name a host, not an IP address, when it is wss:// (TLS sends the host name), got '\(value.text)'")
+        }
+        return value.text
+    }
 
     /// `path` when it names a folder, else `nil`.
     public static func existingFolder(_ path: String) -> String? {
@@ -62,123 +259,44 @@ public struct Settings: Sendable {
         return FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && isFolder.boolValue ? path : nil
     }
 
-    public let host: String
-    public let port: Int
-    public let logLevel: String
-    public let logFormat: String
-    public let configuration: BridgeConfiguration
+    // MARK: - Command lines
 
-    /// Resolves every setting from `flags` (by flag name) and `environment`.
-    public init(flags: [String: String], environment: [String: String]) throws(Invalid) {
-        func value(_ flag: String) -> String? {
-            let setting = Self.all.first { $0.flag == flag }!
-            return flags[flag] ?? environment[setting.environment] ?? setting.defaultValue
-        }
-        func environmentName(_ flag: String) -> String { Self.all.first { $0.flag == flag }?.environment ?? flag }
-        // Every number is range-checked before it is converted: a setting never traps.
-        func number(_ flag: String, minimum: Double = 0, maximum: Double = 86_400 * 365) throws(Invalid) -> Double {
-            guard let text = value(flag), let n = Double(text), n.isFinite, n >= minimum, n <= maximum else {
-                throw Invalid(description: "--\(flag) (\(environmentName(flag))) must be a number from \(minimum) to \(maximum), got '\(value(flag) ?? "")'")
+    /// The settings on a command line: `--flag value` or `--flag=value`, and a bare `--flag` for
+    /// a switch. Refuses a flag no setting has, and a value missing.
+    public static func flags(from arguments: [String]) throws(Invalid) -> [String: String] {
+        var flags: [String: String] = [:]
+        var index = arguments.startIndex
+        while index < arguments.endIndex {
+            let argument = arguments[index]
+            index += 1
+            guard argument.hasPrefix("--"), argument.count > 2 else {
+                throw Invalid(description: "unexpected argument '\(argument)'; settings are given as --name value (see --help)")
             }
-            return n
-        }
-        func seconds(_ flag: String, minimum: Double = 0) throws(Invalid) -> Duration {
-            .milliseconds(Int64((try number(flag, minimum: minimum) * 1000).rounded()))
-        }
-        func integer(_ flag: String, minimum: Int = 1, maximum: Int = 1 << 40) throws(Invalid) -> Int {
-            guard let text = value(flag), let n = Int(text), n >= minimum, n <= maximum else {
-                throw Invalid(description: "--\(flag) (\(environmentName(flag))) must be a whole number from \(minimum) to \(maximum), got '\(value(flag) ?? "")'")
+            var name = String(argument.dropFirst(2))
+            var text: String?
+            if let equals = name.firstIndex(of: "=") {
+                text = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
             }
-            return n
-        }
-        func flag(_ name: String) throws(Invalid) -> Bool {
-            switch value(name)?.lowercased() {
-            case "true", "1", "yes", "on": return true
-            case "false", "0", "no", "off", nil: return false
-            case let other?: throw Invalid(description: "--\(name) must be true or false, got '\(other)'")
+            guard let setting = all.first(where: { $0.flag == name }) else {
+                throw Invalid(description: "unknown setting --\(name) (see --help for the settings)")
             }
-        }
-        guard let upstream = value("upstream"), !upstream.isEmpty else {
-            throw Invalid(description: "--upstream (DDP_BRIDGE_UPSTREAM) is required: the Meteor app's ws://host:port/websocket")
-        }
-        guard let url = URL(string: upstream), ["ws", "wss"].contains(url.scheme ?? ""), url.host != nil else {
-            throw Invalid(description: "--upstream (DDP_BRIDGE_UPSTREAM) must be a ws:// or wss:// URL with a host, got '\(upstream)'")
-        }
-        if url.scheme == "wss", let host = url.host, host.allSatisfy({ $0.isNumber || $0 == "." || $0 == ":" }) {
-            throw Invalid(description: "--upstream: a wss:// URL must name a host, not an IP address (TLS sends the host name), got '\(upstream)'")
-        }
-        let caFile = value("upstream-ca-file")
-        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
-            throw Invalid(description: "--upstream-ca-file (DDP_BRIDGE_UPSTREAM_CA_FILE): cannot read '\(caFile)'")
-        }
-        let port = try integer("port", minimum: 0)
-        guard port <= 65_535 else { throw Invalid(description: "--port must be from 0 to 65535, got \(port)") }
-        let level = value("log-level") ?? "info"
-        guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
-            throw Invalid(description: "--log-level must be trace, debug, info, notice, warning, error or critical, got '\(level)'")
-        }
-        let format = value("log-format") ?? "human"
-        guard ["human", "json"].contains(format) else {
-            throw Invalid(description: "--log-format (DDP_BRIDGE_LOG_FORMAT) must be human or json, got '\(format)'")
-        }
-        var configuration = BridgeConfiguration(upstream: upstream)
-        configuration.upstreamTLS = DDPClientOptions.TLS(caFile: caFile, allowSelfSigned: try flag("upstream-allow-self-signed"))
-        configuration.upstreamCompression = try flag("upstream-compression")
-        configuration.connectTimeout = try seconds("connect-timeout", minimum: 0.1)
-        configuration.requestTimeout = try seconds("request-timeout", minimum: 0.1)
-        configuration.readTimeout = try seconds("read-timeout", minimum: 0.1)
-        configuration.shutdownGrace = try seconds("shutdown-grace")
-        configuration.sessionIdleTimeout = try seconds("session-idle-timeout", minimum: 1)
-        configuration.subscriptionLinger = try seconds("subscription-linger")
-        configuration.maxSessions = try integer("max-sessions")
-        configuration.maxSessionsPerAddress = try integer("max-sessions-per-address")
-        configuration.maxSubscriptionsPerSession = try integer("max-subscriptions-per-session")
-        configuration.maxStreamsPerSession = try integer("max-streams-per-session")
-        configuration.maxBodySize = try integer("max-body-size", minimum: 64)
-        configuration.loginRateLimit = (try integer("login-rate-limit"), .seconds(60))
-        configuration.sessionRateLimit = (try integer("session-rate-limit"), .seconds(10))
-        configuration.reconnectRate = try number("reconnect-rate", maximum: 1_000_000)
-        configuration.reconnectBurst = try integer("reconnect-burst", maximum: 1_000_000)
-        configuration.queryTimeBudget = try seconds("query-time-budget", minimum: 0.01)
-        // NIO takes frame limits of at most 32 bits; a message over 1 GiB is no DDP message.
-        configuration.upstreamMaxMessageSize = try integer("upstream-max-message-size", minimum: 1024, maximum: 1 << 30)
-        configuration.trustForwardedFor = try flag("trust-forwarded-for")
-        for entry in (value("trusted-proxies") ?? "").split(separator: ",") {
-            let text = entry.trimmingCharacters(in: .whitespaces)
-            guard !text.isEmpty else { continue }
-            guard let range = IPRange(Substring(text)) else {
-                throw Invalid(description: "--trusted-proxies (DDP_BRIDGE_TRUSTED_PROXIES): '\(text)' is not an IP address or CIDR range")
+            if text == nil, index < arguments.endIndex, !(setting.isSwitch && arguments[index].hasPrefix("--")) {
+                text = arguments[index]
+                index += 1
             }
-            configuration.trustedProxies.append(range)
+            if text == nil, setting.isSwitch { text = "true" }
+            guard let text else { throw Invalid(description: "--\(name) needs a value") }
+            flags[name] = text
         }
-        configuration.batchWindow = .microseconds(Int64((try number("batch-window", maximum: 60_000) * 1000).rounded()))
-        configuration.eventLogSize = try integer("event-log-size")
-        configuration.eventLogBytes = try integer("event-log-bytes", minimum: 1024, maximum: 1 << 40)
-        configuration.ddp.maxCachedDocuments = try integer("session-max-documents", maximum: 1_000_000_000)
-        configuration.heartbeatInterval = try seconds("heartbeat-interval", minimum: 0.1)
-        configuration.streamBufferLimit = try integer("stream-buffer-limit", minimum: 1024)
-        configuration.corsOrigins = (value("cors-origins") ?? "").split(separator: ",")
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        for origin in configuration.corsOrigins where origin != "*" {
-            guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.path.isEmpty else {
-                throw Invalid(description: "--cors-origins (DDP_BRIDGE_CORS_ORIGINS): '\(origin)' is not an origin like https://app.example.com")
-            }
-        }
-        switch value("public-dir") ?? "none" {
-        case "none", "": configuration.publicFolder = nil
-        case let folder:
-            // The default folder may simply be absent (the console is optional); a folder named on purpose must exist.
-            configuration.publicFolder = Self.existingFolder(folder)
-            let named = flags["public-dir"] != nil || environment["DDP_BRIDGE_PUBLIC_DIR"] != nil
-            if configuration.publicFolder == nil, named {
-                throw Invalid(description: "--public-dir (DDP_BRIDGE_PUBLIC_DIR): '\(folder)' is not a folder")
-            }
-        }
-        if configuration.requestTimeout > configuration.maxRequestTimeout { configuration.maxRequestTimeout = configuration.requestTimeout }
-        self.host = value("host") ?? "127.0.0.1"
-        self.port = port
-        self.logLevel = level
-        self.logFormat = format
-        self.configuration = configuration
+        return flags
+    }
+
+    /// Every setting (but `excluded`) with its variable and default, for `--help`.
+    public static func helpText(excluding excluded: Set<String> = []) -> String {
+        all.filter { !excluded.contains($0.flag) }.map { setting in
+            let shown = setting.shownDefault.map { ", default \($0)" } ?? ""
+            return "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n      env \(setting.environment)\(shown)\n      \(setting.help)"
+        }.joined(separator: "\n")
     }
 }
