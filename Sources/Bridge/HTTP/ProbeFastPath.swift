@@ -26,16 +26,14 @@ struct ProbeAnswer: Sendable {
     /// Readiness: 200 while the upstream is reachable, 503 with `Retry-After` (the time to the
     /// next reconnect attempt, or 5 s) in the bridge's error shape while it is not.
     static func readiness(_ connection: ConnectionState, sessions: Int) -> ProbeAnswer {
-        switch connection {
-        case .connected:
+        guard !ReadinessProbe.isReady(connection) else {
             return ProbeAnswer(status: .ok, json: ["status": "ready", "upstream": connection.ejson, "sessions": .int(sessions)])
-        default:
-            var retry = 5
-            if case .reconnecting(_, let delay) = connection { retry = max(1, Int(delay.seconds.rounded(.up))) }
-            let error = BridgeError(.serviceUnavailable, "upstream-unavailable", "The upstream Meteor server is not reachable",
-                                    details: ["upstream": connection.ejson], retryAfter: retry)
-            return ProbeAnswer(status: error.status, headers: [.retryAfter: String(retry)], json: error.body)
         }
+        var retry = 5
+        if case .reconnecting(_, let delay) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
+        let error = BridgeError(.serviceUnavailable, "upstream-unavailable", "The upstream Meteor server is not reachable",
+                                details: ["upstream": connection.ejson], retryAfter: retry)
+        return ProbeAnswer(status: error.status, headers: [.retryAfter: String(retry)], json: error.body)
     }
 
     var response: Response {

@@ -25,7 +25,10 @@ public final class ReadinessProbe: Service, Sendable {
 
     public var connection: ConnectionState { state.withLock { $0 } }
 
-    public var isReady: Bool {
+    public var isReady: Bool { Self.isReady(connection) }
+
+    /// Ready means connected (a reconnect in progress is not ready).
+    static func isReady(_ connection: ConnectionState) -> Bool {
         if case .connected = connection { return true }
         return false
     }
