@@ -12,8 +12,8 @@ import WSCore
 /// A DDP client connection over a WebSocket: the I/O shell around
 /// ``DDP/DDPConnectionStateMachine``. It lives as long as ``run()``: connects, reconnects
 /// with backoff (paced by the shared ``ReconnectPacer``), answers pings, and reports what
-/// happens through `onEvent`, synchronously and in order (no buffer between the connection
-/// and its owner).
+/// happens to its ``DDPClientEventSink``, synchronously, on this actor and in order (no buffer
+/// between the connection and its owner; the sink's protocol states the contract).
 ///
 /// Every wait has a deadline and ends when its caller is cancelled: calls and subscriptions
 /// wait on continuations that a reply, a timer (one NIO scheduled task, no child tasks) or
@@ -43,7 +43,7 @@ public actor DDPClient {
 
     public let options: DDPClientOptions
     private let logger: Logger
-    private let onEvent: @Sendable (DDPClientEvent) -> Void
+    private let sink: any DDPClientEventSink
     private var machine: DDPConnectionStateMachine
     private var outbox: AsyncStream<Outgoing>.Continuation?
     private var methodWaiters: [String: MethodWaiter] = [:]
@@ -58,6 +58,8 @@ public actor DDPClient {
     private var pause: (continuation: CheckedContinuation<Void, Never>, timer: Scheduled<Void>?)?
     /// The channel of the attempt in progress, closed from outside when the client closes.
     private var attempt: ChannelHandle?
+    /// Drives ``DDP/DDPConnectionStateMachine/tick(at:)`` while a transport is open.
+    private var ticker: RepeatedTask?
     public private(set) var state: ConnectionState = .idle
 
     enum Outgoing: Sendable {
@@ -65,18 +67,19 @@ public actor DDPClient {
         case close
     }
 
-    public init(options: DDPClientOptions, logger: Logger, onEvent: @escaping @Sendable (DDPClientEvent) -> Void = { _ in }) {
+    public init(options: DDPClientOptions, logger: Logger, events sink: any DDPClientEventSink = DiscardingEventSink()) {
         self.options = options
         var logger = logger
         logger[metadataKey: "ddp.url"] = .string(options.url)
         self.logger = logger
-        self.onEvent = onEvent
+        self.sink = sink
         self.machine = DDPConnectionStateMachine(configuration: options.protocolConfiguration)
     }
 
     // MARK: - Reading state
 
-    /// Reads the merged document view inside the actor, without copying it.
+    /// Reads the merged document view inside the actor, without copying it: the view holds
+    /// exactly the changes delivered to the sink so far (see ``DDPClientEventSink``).
     public func withCache<T: Sendable>(_ body: (DocumentCache) throws -> T) rethrows -> T { try body(machine.cache) }
     /// A copy of one collection of the merged view (O(1): copy-on-write), to read outside the actor.
     public func collection(_ name: String) -> DocumentCache.Collection? { machine.cache.collections[name] }
@@ -150,7 +153,6 @@ public actor DDPClient {
             configuration.extensions = [WebSocketExtensionFactory.perMessageDeflate(maxDecompressedFrameSize: options.maxMessageSize).build()]
         }
         let maxSize = options.maxMessageSize
-        let tick = Self.tickInterval(options.protocolConfiguration)
         let handle = ChannelHandle()
         attempt = handle
         var cause = DDPConnectionStateMachine.CloseCause.other
@@ -171,12 +173,6 @@ public actor DDPClient {
                                 try? await outbound.close(.normalClosure, reason: nil)
                                 throw CancellationError()
                             }
-                        }
-                    }
-                    group.addTask {
-                        while !Task.isCancelled {
-                            try await Task.sleep(for: tick)
-                            await self.tick()
                         }
                     }
                     group.addTask {
@@ -201,6 +197,8 @@ public actor DDPClient {
             }
         }
         attempt = nil
+        ticker?.cancel()
+        ticker = nil
         outbox?.finish()
         outbox = nil
         perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), cause: cause))
@@ -227,6 +225,13 @@ public actor DDPClient {
     private func transportOpened() -> AsyncStream<Outgoing> {
         let (stream, continuation) = AsyncStream<Outgoing>.makeStream()
         outbox = continuation
+        // Heartbeats and deadlines: a NIO repeated timer while the transport is open, not a task.
+        let tick = TimeAmount(max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration)))
+        ticker?.cancel()
+        ticker = MultiThreadedEventLoopGroup.singleton.any().scheduleRepeatedTask(initialDelay: tick, delay: tick) { [weak self] _ in
+            guard let self else { return }
+            Task { await self.tick() }
+        }
         if closed { continuation.yield(.close) }
         perform(machine.transportOpened(at: .now))
         return stream
@@ -410,6 +415,8 @@ public actor DDPClient {
 
     // MARK: - Performing actions
 
+    private func deliver(_ event: DDPClientEvent) { sink.receive(event, on: self) }
+
     private func perform(_ actions: [DDPConnectionStateMachine.Action]) {
         for action in actions {
             switch action {
@@ -426,7 +433,7 @@ public actor DDPClient {
             case .stateChanged(let newState):
                 state = newState
                 logger.debug("connection state", metadata: ["ddp.state": "\(newState)"])
-                onEvent(.stateChanged(newState))
+                deliver(.stateChanged(newState))
             case .methodResult(let id, let outcome):
                 if let waiter = methodWaiters[id], waiter.completion == .result {
                     methodWaiters[id] = nil
@@ -440,7 +447,7 @@ public actor DDPClient {
                 }
             case .subscriptionReady(let id):
                 resumeReadyWaiters(id, .success(()))
-                onEvent(.subscriptionReady(id: id))
+                deliver(.subscriptionReady(id: id))
             case .subscriptionStopped(let id, let error):
                 if let error {
                     recentStops[id] = error
@@ -448,18 +455,17 @@ public actor DDPClient {
                     if recentStopOrder.count > 256 { recentStops[recentStopOrder.removeFirst()] = nil }
                 }
                 resumeReadyWaiters(id, .failure(error ?? DDPError.meteor("subscription-stopped", "The subscription stopped before it was ready")))
-                onEvent(.subscriptionStopped(id: id, error: error))
+                deliver(.subscriptionStopped(id: id, error: error))
             case .documentsChanged(let changes):
-                let documents = changes.map { machine.cache.document($0.collection, $0.id) }
-                onEvent(.documentsChanged(changes, documents: documents))
+                deliver(.documentsChanged(changes))
             case .userChanged(let userID):
-                onEvent(.userChanged(userId: userID))
+                deliver(.userChanged(userId: userID))
             case .resumeRefused(let error):
                 logger.info("the upstream refused the resume token; the session is anonymous now", metadata: ["error": "\(error.error)"])
-                onEvent(.resumeRefused(error))
+                deliver(.resumeRefused(error))
             case .protocolError(let reason, _):
                 logger.warning("the upstream reported a protocol error", metadata: ["reason": "\(reason)"])
-                onEvent(.protocolError(reason: reason))
+                deliver(.protocolError(reason: reason))
             case .warning(let text):
                 logger.warning("\(text)")
             }

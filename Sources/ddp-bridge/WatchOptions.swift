@@ -33,9 +33,9 @@ struct ChangePrinter: Sendable {
     func print(_ event: DDPClientEvent) {
         switch event {
         case .stateChanged(let state): line("connection", describe(state))
-        case .documentsChanged(let changes, _):
+        case .documentsChanged(let changes):
             for change in changes {
-                switch change {
+                switch change.change {
                 case .added(let c, let id, let fields): line("added", "\(c)/\(id) \(EJSON.object(fields))")
                 case .changed(let c, let id, let fields, let cleared, _):
                     line("changed", "\(c)/\(id) \(EJSON.object(fields))" + (cleared.isEmpty ? "" : " cleared \(cleared)"))
@@ -70,7 +70,7 @@ struct ChangePrinter: Sendable {
 /// Connects, logs in, subscribes and prints changes until cancelled.
 func watch(url: String, options: WatchOptions, logger: Logger) async throws {
     let printer = ChangePrinter()
-    let client = DDPClient(options: DDPClientOptions(url: url), logger: logger, onEvent: { printer.print($0) })
+    let client = DDPClient(options: DDPClientOptions(url: url), logger: logger, events: ClosureEventSink { printer.print($0) })
     let subscriptions = try options.subscriptions.map(WatchOptions.parseSubscription)
     let password = options.password ?? ProcessInfo.processInfo.environment["DDP_BRIDGE_PASSWORD"]
     if options.username != nil && password == nil { throw ValidationError("--username needs --password or DDP_BRIDGE_PASSWORD") }

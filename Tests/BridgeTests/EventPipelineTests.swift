@@ -3,10 +3,6 @@ import DDP
 import Testing
 
 @Suite struct EventPipelineTests {
-    func change(_ cache: inout DocumentCache, _ message: ServerMessage) -> (DocumentChange, EJSONObject?)? {
-        guard let change = cache.apply(message) else { return nil }
-        return (change, cache.document(change.collection, change.id))
-    }
 
     @Test func batchesConsolidatePerDocument() {
         var cache = DocumentCache()
@@ -20,7 +16,7 @@ import Testing
             .added(collection: "c", id: "new", fields: ["a": 1]),
             .changed(collection: "c", id: "new", fields: ["b": 2], cleared: ["a"]),
         ] {
-            if let (c, d) = change(&cache, message) { batch.add(c, document: d) }
+            if let applied = cache.apply(message) { batch.add(applied) }
         }
         let out = batch.flush().map(\.change)
         #expect(out == [
@@ -31,9 +27,48 @@ import Testing
         // A document changed and changed back within one batch emits nothing at all.
         for message: ServerMessage in [.changed(collection: "c", id: "keep", fields: ["n": 5], cleared: []),
                                        .changed(collection: "c", id: "keep", fields: ["n": 1], cleared: [])] {
-            if let (c, d) = change(&cache, message) { batch.add(c, document: d) }
+            if let applied = cache.apply(message) { batch.add(applied) }
         }
         #expect(batch.flush().isEmpty)
+    }
+
+    /// The batch consolidates from the changes as the cache made them (tracking only the fields
+    /// they touched), and must say exactly what the whole-document difference between the start
+    /// and the end of the batch says.
+    @Test(arguments: 0..<60)
+    func aBatchSaysWhatTheNetDifferenceSays(seed: Int) {
+        var random = SplitMix(seed: UInt64(seed) &+ 101)
+        var cache = DocumentCache()
+        for n in 0..<4 { _ = cache.apply(.added(collection: "c", id: "d\(n)", fields: ["a": .int(n), "b": 1, "c": 2])) }
+        let start = cache
+        var batch = ChangeBatch()
+        for _ in 0..<(1 + random.next(12)) {
+            let id = "d\(random.next(6))"
+            let message: ServerMessage
+            if cache.document("c", id) == nil {
+                message = .added(collection: "c", id: id, fields: ["a": .int(random.next(3)), "e": .int(random.next(2))])
+            } else {
+                switch random.next(5) {
+                case 0: message = .removed(collection: "c", id: id)
+                case 1: message = .changed(collection: "c", id: id, fields: [:], cleared: ["b", "e"])
+                default: message = .changed(collection: "c", id: id, fields: ["a": .int(random.next(3)), "f": .int(random.next(2))], cleared: [])
+                }
+            }
+            if let applied = cache.apply(message) { batch.add(applied) }
+        }
+        func normalized(_ change: DocumentChange) -> DocumentChange {
+            guard case .changed(let c, let id, let fields, let cleared, let previous) = change else { return change }
+            return .changed(collection: c, id: id, fields: fields, cleared: cleared.sorted(), previous: previous)
+        }
+        let flushed = batch.flush()
+        let expected = DocumentCache.difference(from: start, to: cache).map { normalized($0.change) }
+        #expect(flushed.count == expected.count, "seed \(seed)")
+        for change in expected {
+            #expect(flushed.contains { normalized($0.change) == change }, "seed \(seed): \(change)")
+        }
+        for (change, document) in flushed {
+            #expect(document == cache.document(change.collection, change.id), "seed \(seed): the document after")
+        }
     }
 
     @Test func theLogReplaysWhatItStillHolds() {
@@ -60,12 +95,12 @@ import Testing
         var hub = EventHub(window: .milliseconds(5), logCapacity: 100)
         var cache = DocumentCache()
         let t0 = ContinuousClock.now
-        let (c1, d1) = change(&cache, .added(collection: "c", id: "a", fields: ["n": 0]))!
-        #expect(hub.documents([c1], [d1], now: t0).map(\.kind) == [.added], "nothing pending: no delay")
+        let c1 = cache.apply(.added(collection: "c", id: "a", fields: ["n": 0]))!
+        #expect(hub.documents([c1], now: t0).map(\.kind) == [.added], "nothing pending: no delay")
         var held: [SessionEvent] = []
         for n in 1...3 {
-            let (c, d) = change(&cache, .changed(collection: "c", id: "a", fields: ["n": .int(n)], cleared: []))!
-            held += hub.documents([c], [d], now: t0 + .milliseconds(n))
+            let c = cache.apply(.changed(collection: "c", id: "a", fields: ["n": .int(n)], cleared: []))!
+            held += hub.documents([c], now: t0 + .milliseconds(n))
         }
         #expect(held.isEmpty)
         #expect(hub.deadline == t0 + .milliseconds(5))
@@ -74,8 +109,8 @@ import Testing
         #expect(flushed.count == 1)
         #expect(flushed.first?.payload["fields"] == ["n": 3] && flushed.first?.payload["previous"] == ["n": 0])
         // Another kind of event never overtakes pending changes.
-        let (c5, d5) = change(&cache, .changed(collection: "c", id: "a", fields: ["n": 9], cleared: []))!
-        _ = hub.documents([c5], [d5], now: t0 + .milliseconds(6))
+        let c5 = cache.apply(.changed(collection: "c", id: "a", fields: ["n": 9], cleared: []))!
+        _ = hub.documents([c5], now: t0 + .milliseconds(6))
         #expect(hub.event(.user, ["userId": nil], now: t0 + .milliseconds(7)).map(\.kind) == [.changed, .user])
         #expect(hub.log.events(after: 0)?.map(\.id) == [1, 2, 3, 4])
     }
@@ -117,7 +152,7 @@ import Testing
                         : .changed(collection: "c", id: id, fields: ["n": .int(random.next(3))], cleared: [])
                 }
                 guard let change = truth.apply(message) else { continue }
-                consumer.receive(hub.documents([change], [truth.document("c", id)], now: now))
+                consumer.receive(hub.documents([change], now: now))
             }
             try #require(consumer.consistent, "seed \(seed): the consumer received an impossible event")
         }

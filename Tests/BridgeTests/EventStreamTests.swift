@@ -102,6 +102,80 @@ import Testing
         }
     }
 
+    /// The delivery contract (DDPClientEventSink), through the public surface: streams that open
+    /// with a snapshot while changes pour in each end with exactly the session's documents,
+    /// without an impossible event (an add of a document held, a change or remove of one not held).
+    @Test func streamsOpenedDuringAChangeStormNeitherMissNorDoubleAnEvent() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+            let port = try #require(h.client.port)
+            let streams = 6
+            let (opened, openedOne) = AsyncStream<Void>.makeStream()
+            let received = try await withThrowingTaskGroup(of: [SSEEvent].self) { group in
+                for n in 0..<streams {
+                    group.addTask {
+                        try await Task.sleep(for: .milliseconds(20 * n))
+                        return try await withEventStream(port: port, "/v1/events?collections=tasks&snapshot=true", token: token) { stream in
+                            try await stream.wait("the snapshot") { $0.contains { $0.event == "snapshot" } }
+                            openedOne.yield()
+                            try await stream.wait("the last change", timeout: .seconds(30)) { events in
+                                events.contains { $0.event == "changed" && $0.json["fields"]?["last"] == true }
+                            }
+                            return await stream.events
+                        }
+                    }
+                }
+                for n in 1...120 {
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":\#(n)}"#)
+                    if n % 10 == 0 {
+                        _ = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"storm\#(n)","n":\#(n)}"#)
+                    }
+                    if n % 20 == 0 { _ = try await h.request(.delete, "/v1/collections/tasks/storm\(n - 10)", token: token) }
+                }
+                var count = 0
+                for await _ in opened {
+                    count += 1
+                    if count == streams { break }
+                }
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"last":true}"#)
+                return try await group.reduce(into: [[SSEEvent]]()) { $0.append($1) }
+            }
+            let listed = try await h.request(.get, "/v1/collections/tasks", token: token)["documents"]?.arrayValue ?? []
+            var truth: [String: EJSONObject] = [:]
+            for document in listed {
+                guard var fields = document.objectValue, let id = fields["_id"]?.stringValue else { continue }
+                fields.removeValue(forKey: "_id")
+                truth[id] = fields
+            }
+            #expect(truth["task-a1"]?["n"] == 120 && truth.count >= 3)
+            #expect(received.count == streams)
+            for (n, events) in received.enumerated() {
+                var documents: [String: EJSONObject] = [:]
+                var impossible: [String] = []
+                for event in events {
+                    let id = event.json["id"]?.stringValue ?? ""
+                    switch event.event {
+                    case "reset": documents = [:]
+                    case "added":
+                        if documents[id] != nil { impossible.append("added \(id) twice") }
+                        documents[id] = event.json["fields"]?.objectValue ?? [:]
+                    case "changed":
+                        guard var document = documents[id] else { impossible.append("changed \(id), not held"); continue }
+                        for field in event.json["fields"]?.objectValue ?? [:] { document[field.key] = field.value }
+                        for name in event.json["cleared"]?.arrayValue ?? [] { document.removeValue(forKey: name.stringValue ?? "") }
+                        documents[id] = document
+                    case "removed":
+                        if documents.removeValue(forKey: id) == nil { impossible.append("removed \(id), not held") }
+                    default: break
+                    }
+                }
+                #expect(impossible.isEmpty, "stream \(n): \(impossible)")
+                #expect(documents == truth, "stream \(n) ends with the session's documents")
+            }
+        }
+    }
+
     @Test func resumeReplaysWhatWasMissedOrResets() async throws {
         try await BridgeHarness.run(configure: { $0.eventLogSize = 8 }) { h in
             let (token, _) = try await h.session()

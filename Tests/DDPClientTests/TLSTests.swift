@@ -64,8 +64,8 @@ import Testing
         // Without the opt-in the certificate is refused: the client never connects.
         var options = DDPClientOptions(url: url)
         options.protocolConfiguration.reconnect = ReconnectPolicy(initialDelay: .milliseconds(50), maxDelay: .milliseconds(100))
-        let log = EventLog()
-        let client = DDPClient(options: options, logger: Logger(label: "untrusting"), onEvent: { log.append($0) })
+        let log = ClientEventRecorder()
+        let client = DDPClient(options: options, logger: Logger(label: "untrusting"), events: ClosureEventSink { log.append($0) })
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             try? await eventually("two failed attempts") {

@@ -17,7 +17,7 @@ import Foundation
 import Synchronization
 
 /// Everything a client reported, for assertions.
-final class EventLog: Sendable {
+final class ClientEventRecorder: Sendable {
     private let events = Mutex<[DDPClientEvent]>([])
 
     func append(_ event: DDPClientEvent) { events.withLock { $0.append(event) } }
@@ -25,7 +25,7 @@ final class EventLog: Sendable {
     func clear() { events.withLock { $0 = [] } }
 
     var documentChanges: [DocumentChange] {
-        all.flatMap { if case .documentsChanged(let c, _) = $0 { return c } else { return [] } }
+        all.flatMap { if case .documentsChanged(let c) = $0 { return c.map(\.change) } else { return [] } }
     }
 
     var states: [ConnectionState] {
@@ -36,13 +36,13 @@ final class EventLog: Sendable {
 /// Runs a client for the duration of `body`, then closes it.
 func withClient<T: Sendable>(
     _ url: String, configure: (inout DDPClientOptions) -> Void = { _ in },
-    _ body: @Sendable (DDPClient, EventLog) async throws -> T
+    _ body: @Sendable (DDPClient, ClientEventRecorder) async throws -> T
 ) async throws -> T {
     var options = DDPClientOptions(url: url)
     options.protocolConfiguration.reconnect = ReconnectPolicy(initialDelay: .milliseconds(50), multiplier: 2, maxDelay: .milliseconds(400))
     configure(&options)
-    let log = EventLog()
-    let client = DDPClient(options: options, logger: Logger(label: "test-client"), onEvent: { log.append($0) })
+    let log = ClientEventRecorder()
+    let client = DDPClient(options: options, logger: Logger(label: "test-client"), events: ClosureEventSink { log.append($0) })
     return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask {
             await client.run()

@@ -36,7 +36,7 @@ func sent(_ actions: [Action]) -> [ClientMessage] {
 }
 
 func changes(_ actions: [Action]) -> [DocumentChange] {
-    actions.flatMap { if case .documentsChanged(let c) = $0 { return c } else { return [] } }
+    actions.flatMap { if case .documentsChanged(let c) = $0 { return c.map(\.change) } else { return [] } }
 }
 
 @Suite struct ConnectionStateMachineTests {

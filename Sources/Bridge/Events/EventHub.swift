@@ -21,8 +21,8 @@ public struct EventHub: Sendable {
     }
 
     /// Document changes from upstream; returns the events to deliver now (possibly none, when batched).
-    public mutating func documents(_ changes: [DocumentChange], _ documents: [EJSONObject?], now: ContinuousClock.Instant) -> [SessionEvent] {
-        for (change, document) in zip(changes, documents) { batch.add(change, document: document) }
+    public mutating func documents(_ changes: [AppliedChange], now: ContinuousClock.Instant) -> [SessionEvent] {
+        for change in changes { batch.add(change) }
         if let lastFlush, now - lastFlush < window { return [] }
         return flush(now: now)
     }

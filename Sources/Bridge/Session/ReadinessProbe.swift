@@ -17,10 +17,10 @@ public final class ReadinessProbe: Service, Sendable {
         client = DDPClient(
             options: DDPClientOptions(url: configuration.upstream, protocolConfiguration: configuration.ddp,
                                       tls: configuration.upstreamTLS, compression: configuration.upstreamCompression),
-            logger: logger
-        ) { event in
-            if case .stateChanged(let connection) = event { state.withLock { $0 = connection } }
-        }
+            logger: logger,
+            events: ClosureEventSink { event in
+                if case .stateChanged(let connection) = event { state.withLock { $0 = connection } }
+            })
     }
 
     public var connection: ConnectionState { state.withLock { $0 } }

@@ -30,12 +30,11 @@ extension Session {
             }
             state.openStreams += 1
         }
-        // The cache is read inside the client actor; events are appended there too, so both agree.
+        // The cache is read inside the client actor, where events are delivered (DDPClientEventSink):
+        // the log and the cache agree, and the stream is registered before the next event.
         await client.withCache { cache in
             state.withLock { state in
-                for event in state.hub.flush(now: .now) {
-                    for other in state.streams.values { other.deliver(event) }
-                }
+                state.deliver(state.hub.flush(now: .now))
                 let lastID = state.hub.log.lastID
                 let matching = Self.matchingDocuments(cache, stream.filter)
                 if stream.filter.selector != nil { stream.setMatching(Set(matching.map(\.id))) }
@@ -100,6 +99,15 @@ extension Session {
             documents: documents[...],
             tail: [SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)])],
             logID: id)
+    }
+}
+
+extension Session.State {
+    /// Hands events to every open stream (called under the session lock).
+    func deliver(_ events: [SessionEvent]) {
+        for event in events {
+            for stream in streams.values { stream.deliver(event) }
+        }
     }
 }
 

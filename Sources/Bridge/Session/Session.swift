@@ -27,6 +27,8 @@ public final class Session: Sendable {
         /// Requests waiting for the upstream connection to come up (see ``waitUntilConnected(timeout:)``).
         var connectionWaiters: [Int: CheckedContinuation<Void, any Error>] = [:]
         var nextWaiter = 0
+        /// Sends the pending batch out when its window ends (a NIO timer: no task per session).
+        var flushTimer: Scheduled<Void>?
     }
 
     /// A short id for logs; not the token.
@@ -40,9 +42,6 @@ public final class Session: Sendable {
     let configuration: BridgeConfiguration
     let state: LockedState<State>
     let logger: Logger
-    /// Rung when a batch of changes is waiting for its window to end.
-    private let flushBell: AsyncStream<Void>.Continuation
-    private let flushRings: AsyncStream<Void>
 
     let metrics: BridgeMetrics
 
@@ -62,32 +61,36 @@ public final class Session: Sendable {
         self.metrics = metrics
         let state = LockedState(State(hub: EventHub(window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes)))
         self.state = state
-        let (flushRings, flushBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        self.flushRings = flushRings
-        self.flushBell = flushBell
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
         options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress
-        self.client = DDPClient(options: options, logger: logger) { event in
-            if case .stateChanged(.reconnecting) = event { metrics.reconnects.increment() }
-            Session.handle(event, in: state, bell: flushBell)
-        }
+        self.client = DDPClient(options: options, logger: logger, events: Events(state: state, metrics: metrics))
     }
 
-    /// Runs the upstream connection, and the flusher of batched changes, until the session closes.
+    /// Runs the upstream connection until the session closes.
     func run() async {
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.flushBatches() }
-            await client.run()
-            flushBell.finish()
+        await client.run()
+        state.withLock { $0.flushTimer?.cancel() }
+    }
+
+    /// The session's side of its connection's delivery contract (``DDPClientEventSink``): each
+    /// event is applied under the session lock while the connection's actor waits, so the
+    /// order is actor → session → stream (docs/ARCHITECTURE.md, "Actors, locks and their order").
+    struct Events: DDPClientEventSink {
+        let state: LockedState<State>
+        let metrics: BridgeMetrics
+
+        func receive(_ event: DDPClientEvent, on client: isolated DDPClient) {
+            if case .stateChanged(.reconnecting) = event { metrics.reconnects.increment() }
+            Session.handle(event, in: state)
         }
     }
 
     /// What the upstream connection reports becomes session state and stream events.
-    static func handle(_ event: DDPClientEvent, in state: LockedState<State>, bell: AsyncStream<Void>.Continuation) {
+    static func handle(_ event: DDPClientEvent, in shared: LockedState<State>) {
         let now = ContinuousClock.now
-        let waiting = state.withLock { state -> Bool in
+        shared.withLock { state in
             var events: [SessionEvent] = []
             switch event {
             case .stateChanged(let connection):
@@ -113,29 +116,25 @@ public final class Session: Sendable {
             case .userChanged(let user):
                 state.userID = user
                 events = state.hub.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
-            case .documentsChanged(let changes, let documents):
-                events = state.hub.documents(changes, documents, now: now)
+            case .documentsChanged(let changes):
+                events = state.hub.documents(changes, now: now)
             case .resumeRefused, .protocolError:
                 break
             }
-            for event in events {
-                for stream in state.streams.values { stream.deliver(event) }
-            }
-            return state.hub.deadline != nil
+            state.deliver(events)
+            armFlushTimer(&state, in: shared)
         }
-        if waiting { bell.yield() }
     }
 
-    /// Sends each batch out when its window ends.
-    private func flushBatches() async {
-        for await _ in flushRings {
-            while let deadline = state.withLock({ $0.hub.deadline }) {
-                try? await Task.sleep(until: deadline, clock: .continuous)
-                state.withLock { state in
-                    for event in state.hub.flushIfDue(now: .now) {
-                        for stream in state.streams.values { stream.deliver(event) }
-                    }
-                }
+    /// Arms the timer that sends a held batch out when its window ends (one at a time).
+    private static func armFlushTimer(_ state: inout State, in shared: LockedState<State>) {
+        guard state.flushTimer == nil, let deadline = state.hub.deadline else { return }
+        let delay = TimeAmount(min(max(deadline - .now, .zero), .seconds(60)))
+        state.flushTimer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: delay) {
+            shared.withLock { state in
+                state.flushTimer = nil
+                state.deliver(state.hub.flushIfDue(now: .now))
+                armFlushTimer(&state, in: shared)
             }
         }
     }

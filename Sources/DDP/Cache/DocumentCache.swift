@@ -21,8 +21,9 @@ public struct DocumentCache: Sendable, Equatable {
         collections[collection]?.documents[id]
     }
 
-    /// Applies one data message; other messages are ignored. Returns the change, if any.
-    public mutating func apply(_ message: ServerMessage) -> DocumentChange? {
+    /// Applies one data message; other messages are ignored. Returns the change with the
+    /// document before and after it (`nil` when nothing changed).
+    public mutating func apply(_ message: ServerMessage) -> AppliedChange? {
         switch message {
         case .added(let collection, let id, let fields):
             return add(collection, id, fields, before: nil, ordered: false)
@@ -39,45 +40,46 @@ public struct DocumentCache: Sendable, Equatable {
         }
     }
 
-    mutating func add(_ collection: String, _ id: String, _ fields: EJSONObject, before: String?, ordered: Bool) -> DocumentChange? {
+    mutating func add(_ collection: String, _ id: String, _ fields: EJSONObject, before: String?, ordered: Bool) -> AppliedChange? {
         // Mutated in place: copying the collection out would copy every document on each add.
         if ordered { Self.placeInOrder(&collections[collection, default: Collection()], id, before: before) }
-        guard let existing = collections[collection]?.documents[id] else {
-            collections[collection, default: Collection()].documents[id] = fields
-            return .added(collection: collection, id: id, fields: fields)
+        guard let existing = collections[collection]?.documents.updateValue(fields, forKey: id) else {
+            if collections[collection] == nil { collections[collection] = Collection(documents: [id: fields]) }
+            return AppliedChange(.added(collection: collection, id: id, fields: fields), before: nil, after: fields)
         }
         // An add for a document already held (tolerated, as while resetting): it replaces it.
-        collections[collection]!.documents[id] = fields
         let cleared = existing.keys.filter { fields[$0] == nil }
         return Self.fieldChange(collection, id, old: existing, fields: fields, cleared: cleared)
+            .map { AppliedChange($0, before: existing, after: fields) }
     }
 
-    mutating func change(_ collection: String, _ id: String, fields: EJSONObject, cleared: [String]) -> DocumentChange? {
-        guard var document = collections[collection]?.documents[id] else {
+    mutating func change(_ collection: String, _ id: String, fields: EJSONObject, cleared: [String]) -> AppliedChange? {
+        guard let existing = collections[collection]?.documents[id] else {
             // A change for an unknown document: keep what it says rather than lose it.
             if fields.isEmpty { return nil }
             return add(collection, id, fields, before: nil, ordered: false)
         }
-        let change = Self.fieldChange(collection, id, old: document, fields: fields, cleared: cleared)
-        guard change != nil else { return nil }
+        guard let change = Self.fieldChange(collection, id, old: existing, fields: fields, cleared: cleared) else { return nil }
+        var document = existing
         for field in fields { document[field.key] = field.value }
         document.removeValues(forKeys: cleared)
         collections[collection]!.documents[id] = document
-        return change
+        return AppliedChange(change, before: existing, after: document)
     }
 
-    mutating func remove(_ collection: String, _ id: String) -> DocumentChange? {
+    mutating func remove(_ collection: String, _ id: String) -> AppliedChange? {
         guard let previous = collections[collection]?.documents.removeValue(forKey: id) else { return nil }
         if collections[collection]!.order != nil { collections[collection]!.order!.removeAll { $0 == id } }
         if collections[collection]!.documents.isEmpty { collections[collection] = nil }
-        return .removed(collection: collection, id: id, previous: previous)
+        return AppliedChange(.removed(collection: collection, id: id, previous: previous), before: previous, after: nil)
     }
 
-    mutating func move(_ collection: String, _ id: String, before: String?) -> DocumentChange? {
-        guard collections[collection]?.documents[id] != nil else { return nil }
+    mutating func move(_ collection: String, _ id: String, before: String?) -> AppliedChange? {
+        guard let document = collections[collection]?.documents[id] else { return nil }
         let old = collections[collection]!.order
         Self.placeInOrder(&collections[collection]!, id, before: before)
-        return old == collections[collection]!.order ? nil : .moved(collection: collection, id: id, before: before)
+        guard old != collections[collection]!.order else { return nil }
+        return AppliedChange(.moved(collection: collection, id: id, before: before), before: document, after: document)
     }
 
     private static func placeInOrder(_ store: inout Collection, _ id: String, before: String?) {
@@ -113,24 +115,23 @@ public struct DocumentCache: Sendable, Equatable {
 
     /// The changes that turn `old` into `new`, document by document: what a consumer of
     /// `old` must apply to hold `new`. Unchanged documents produce nothing.
-    public static func difference(from old: DocumentCache, to new: DocumentCache) -> [DocumentChange] {
-        var changes: [DocumentChange] = []
+    public static func difference(from old: DocumentCache, to new: DocumentCache) -> [AppliedChange] {
+        var changes: [AppliedChange] = []
         let names = Set(old.collections.keys).union(new.collections.keys).sorted()
         for name in names {
             let before = old.collections[name] ?? Collection()
             let after = new.collections[name] ?? Collection()
-            for id in before.documents.keys.sorted() where after.documents[id] == nil {
-                changes.append(.removed(collection: name, id: id, previous: before.documents[id]!))
+            for (id, previous) in before.documents.sorted(by: { $0.key < $1.key }) where after.documents[id] == nil {
+                changes.append(AppliedChange(.removed(collection: name, id: id, previous: previous), before: previous, after: nil))
             }
-            for id in after.documents.keys.sorted() {
-                let fields = after.documents[id]!
+            for (id, fields) in after.documents.sorted(by: { $0.key < $1.key }) {
                 guard let previous = before.documents[id] else {
-                    changes.append(.added(collection: name, id: id, fields: fields))
+                    changes.append(AppliedChange(.added(collection: name, id: id, fields: fields), before: nil, after: fields))
                     continue
                 }
                 let cleared = previous.keys.filter { fields[$0] == nil }
                 if let change = fieldChange(name, id, old: previous, fields: fields, cleared: cleared) {
-                    changes.append(change)
+                    changes.append(AppliedChange(change, before: previous, after: fields))
                 }
             }
             // Ordered: place every document before its new successor, last first; the result is the new order.
@@ -139,7 +140,10 @@ public struct DocumentCache: Sendable, Equatable {
                 let appended = newOrder.filter { before.documents[$0] == nil }
                 if survivors + appended != newOrder {
                     for (i, id) in newOrder.enumerated().reversed() {
-                        changes.append(.moved(collection: name, id: id, before: i + 1 < newOrder.count ? newOrder[i + 1] : nil))
+                        let document = after.documents[id]
+                        changes.append(AppliedChange(
+                            .moved(collection: name, id: id, before: i + 1 < newOrder.count ? newOrder[i + 1] : nil),
+                            before: document, after: document))
                     }
                 }
             }

@@ -21,3 +21,23 @@ public enum DocumentChange: Sendable, Equatable {
         }
     }
 }
+
+/// A change as the cache made it, with the document before and after: derived once, where the
+/// message is applied, and consumed as it is by everything downstream (the client's owner, the
+/// session's batch, the stream events), so no later step reads the document back or diffs again.
+public struct AppliedChange: Sendable, Equatable {
+    public let change: DocumentChange
+    /// The document before the change (`nil`: it was absent).
+    public let before: EJSONObject?
+    /// The document after the change (`nil`: it is gone).
+    public let after: EJSONObject?
+
+    public init(_ change: DocumentChange, before: EJSONObject?, after: EJSONObject?) {
+        self.change = change
+        self.before = before
+        self.after = after
+    }
+
+    public var collection: String { change.collection }
+    public var id: String { change.id }
+}

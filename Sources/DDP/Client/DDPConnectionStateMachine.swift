@@ -21,7 +21,8 @@ public struct DDPConnectionStateMachine: Sendable {
         case methodCompleted(id: String, outcome: Result<EJSON?, DDPError>)
         case subscriptionReady(id: String)
         case subscriptionStopped(id: String, error: DDPError?)
-        case documentsChanged([DocumentChange])
+        /// Changes the cache made, each with the document before and after it.
+        case documentsChanged([AppliedChange])
         case userChanged(userId: String?)
         /// The resume token was refused after a reconnect: the connection is now anonymous.
         case resumeRefused(DDPError)

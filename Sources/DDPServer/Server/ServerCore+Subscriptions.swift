@@ -139,7 +139,7 @@ extension ServerCore {
         }
         let after = connections[connection]!.mergeBox.visibleCache
         for change in DocumentCache.difference(from: before, to: after) {
-            switch change {
+            switch change.change {
             case .added(let collection, let id, let fields): send(connection, .added(collection: collection, id: id, fields: fields))
             case .changed(let collection, let id, let fields, let cleared, _):
                 send(connection, .changed(collection: collection, id: id, fields: fields, cleared: cleared))
