@@ -1,5 +1,6 @@
 import ArgumentParser
 import Bridge
+import Logging
 
 @main
 struct DDPBridgeCommand: AsyncParsableCommand {
@@ -15,4 +16,12 @@ struct DDPBridgeCommand: AsyncParsableCommand {
         subcommands: [ServeCommand.self, DemoCommand.self, WatchCommand.self],
         defaultSubcommand: ServeCommand.self
     )
+}
+
+/// The process logger at the level a command was given.
+func makeLogger(_ level: String) throws -> Logger {
+    guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
+    var logger = Logger(label: "ddp-bridge")
+    logger.logLevel = parsed
+    return logger
 }

@@ -5,6 +5,17 @@ import Testing
 
 /// The bridge's pure pieces, without sockets.
 @Suite struct BridgeLogicTests {
+    /// One decoder for query strings and path segments, in the server and in the fuzz target
+    /// alike: a `%` takes exactly two hex digits (Swift's integer parser would take a sign).
+    @Test func percentDecodingTakesOnlyHexDigits() {
+        #expect(QueryString.decode("a%20b+c") == "a b c")
+        #expect(QueryString.decode("%E2%9c%93") == "✓")
+        #expect("tasks%2Fdone".percentDecoded == "tasks/done")
+        for broken in ["%+1", "%-0", "%4", "%", "%g0", "%FF"] {
+            #expect(QueryString.decode(broken[...]) == nil, "\(broken)")
+        }
+    }
+
     @Test func sharedSubscriptionsCountAndLinger() {
         var subs = SharedSubscriptions()
         var next = 0

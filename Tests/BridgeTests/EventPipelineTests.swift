@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func lightTrafficGoesOutAtOnceAndBurstsAreBatched() {
-        var hub = EventHub(window: .milliseconds(5), logCapacity: 100)
+        var hub = EventPipeline(window: .milliseconds(5), logCapacity: 100)
         var cache = DocumentCache()
         let t0 = ContinuousClock.now
         let c1 = cache.apply(.added(collection: "c", id: "a", fields: ["n": 0]))!
@@ -126,7 +126,7 @@ import Testing
     func consumersNeverMissState(seed: Int) throws {
         var random = SplitMix(seed: UInt64(seed) &+ 1)
         var truth = DocumentCache()
-        var hub = EventHub(window: .milliseconds(2), logCapacity: 25)
+        var hub = EventPipeline(window: .milliseconds(2), logCapacity: 25)
         var consumer = Consumer()
         var now = ContinuousClock.now
         consumer.connect(hub: &hub, truth: truth, now: now)
@@ -170,7 +170,7 @@ struct Consumer {
     var connected = false
     var consistent = true
 
-    mutating func connect(hub: inout EventHub, truth: DocumentCache, now: ContinuousClock.Instant) {
+    mutating func connect(hub: inout EventPipeline, truth: DocumentCache, now: ContinuousClock.Instant) {
         connected = true
         _ = hub.flush(now: now)  // as Session.attach does, before reading the log and the cache
         if let missed = hub.log.events(after: lastID) {

@@ -9,14 +9,14 @@ extension BridgeRoutes {
         let list = await session.client.withCache { cache in
             cache.collections.keys.sorted().map { name -> EJSON in ["name": .string(name), "count": .int(cache.collections[name]!.documents.count)] }
         }
-        return HTTPSupport.json(.array(list))
+        return Reply.json(.array(list))
     }
 
     /// `GET /v1/collections/{name}?selector=&sort=&skip=&limit=&fields=`.
     @Sendable func queryCollection(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
                 let query = try DocumentQuery(
-            selector: HTTPSupport.query(request, "selector"), sort: HTTPSupport.query(request, "sort"), skip: HTTPSupport.query(request, "skip"), limit: HTTPSupport.query(request, "limit"), fields: HTTPSupport.query(request, "fields"),
+            selector: RequestInput.query(request, "selector"), sort: RequestInput.query(request, "sort"), skip: RequestInput.query(request, "skip"), limit: RequestInput.query(request, "limit"), fields: RequestInput.query(request, "fields"),
             defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
         let session = try await session(request, context)
         // A copy of the one collection (copy-on-write: O(1) now; the connection copies its
@@ -47,14 +47,14 @@ extension BridgeRoutes {
         guard let document = await session.client.withCache({ $0.document(name, id.wire) }) else {
             throw BridgeError.notFound("No document '\(id.wire)' in '\(name)' for this session (is it published to it?)")
         }
-        return HTTPSupport.json(.object(DocumentQuery.withID(id.wire, document)))
+        return Reply.json(.object(DocumentQuery.withID(id.wire, document)))
     }
 
     /// `POST /v1/collections/{name}`: insert through `/{name}/insert`; a missing `_id` becomes a
     /// Meteor-style id, predictable from the call's `randomSeed`.
     @Sendable func insertDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
-        guard let document = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize) else {
+        guard let document = try await RequestInput.objectBody(request, limit: configuration.maxBodySize) else {
             throw BridgeError.badRequest("the body must be the document to insert, a JSON object")
         }
         if let id = document["_id"] {
@@ -68,14 +68,14 @@ extension BridgeRoutes {
             var generator = AleaRandom(randomSeed: seed, stream: "/collection/\(name)")
             id = document["_id"] ?? .string(generator.id())
         }
-        return HTTPSupport.json(["id": id], status: .created)
+        return Reply.json(["id": id], status: .created)
     }
 
     /// `PATCH /v1/collections/{name}/{id}`: a Mongo modifier, or plain fields meaning `$set`.
     @Sendable func updateDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
         let id = try documentID(context)
-        guard let body = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize), !body.isEmpty else {
+        guard let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize), !body.isEmpty else {
             throw BridgeError.badRequest("the body must be a modifier ({\"$set\": {...}}) or the fields to set")
         }
         guard !body.keys.contains("") else { throw BridgeError.badRequest("a field name must not be empty") }
@@ -88,7 +88,7 @@ extension BridgeRoutes {
         let result = try await collectionCall(session, name, "update", [["_id": id.ejson], modifier, [:]])
         let count = result?.intValue ?? 0
         guard count > 0 else { throw BridgeError.notFound("No document '\(id.wire)' in '\(name)'") }
-        return HTTPSupport.json(["updated": .int(count)])
+        return Reply.json(["updated": .int(count)])
     }
 
     /// `DELETE /v1/collections/{name}/{id}`.
@@ -99,7 +99,7 @@ extension BridgeRoutes {
         let result = try await collectionCall(session, name, "remove", [["_id": id.ejson]])
         let count = result?.intValue ?? 0
         guard count > 0 else { throw BridgeError.notFound("No document '\(id.wire)' in '\(name)'") }
-        return HTTPSupport.json(["removed": .int(count)])
+        return Reply.json(["removed": .int(count)])
     }
 
     /// Calls `/{name}/{op}`, falling back to Meteor 3's `/{name}/{op}Async` when only that exists.
@@ -115,14 +115,14 @@ extension BridgeRoutes {
 
     private func collectionName(_ context: BridgeRequestContext) throws -> String {
         let raw = try context.parameters.require("name")
-        guard let name = raw.removingPercentEncoding, !name.isEmpty else { throw BridgeError.badRequest("invalid collection name") }
+        guard let name = raw.percentDecoded, !name.isEmpty else { throw BridgeError.badRequest("invalid collection name") }
         return name
     }
 
     /// The `{id}` path segment as Meteor's wire id (an ObjectId as 24 hex digits, `~` forms for numbers).
     private func documentID(_ context: BridgeRequestContext) throws -> DocumentID {
         let raw = try context.parameters.require("id")
-        guard let text = raw.removingPercentEncoding else { throw BridgeError.badRequest("invalid document id") }
+        guard let text = raw.percentDecoded else { throw BridgeError.badRequest("invalid document id") }
         do { return try DocumentID(wire: text) } catch { throw BridgeError.badRequest("invalid document id: \(error.reason)") }
     }
 }

@@ -16,14 +16,14 @@ extension BridgeRoutes {
         let filter = try Self.streamFilter(request)
         let start = try Self.streamStart(request)
         var owned: (name: String, params: [EJSON])?
-        if let name = HTTPSupport.query(request, "subscribe"), !name.isEmpty {
+        if let name = RequestInput.query(request, "subscribe"), !name.isEmpty {
             var params: [EJSON] = []
-            if let text = HTTPSupport.query(request, "params"), !text.isEmpty {
+            if let text = RequestInput.query(request, "params"), !text.isEmpty {
                 guard case .array(let list) = try DocumentQuery.json(text, "params") else { throw BridgeError.badRequest("params must be a JSON array") }
                 params = list
             }
             owned = (name, params)
-        } else if HTTPSupport.query(request, "params") != nil {
+        } else if RequestInput.query(request, "params") != nil {
             throw BridgeError.badRequest("params needs subscribe=publication")
         }
         let session = try await session(request, context)
@@ -81,15 +81,15 @@ extension BridgeRoutes {
 
     static func streamFilter(_ request: Request) throws(BridgeError) -> StreamFilter {
         var filter = StreamFilter()
-        if let text = HTTPSupport.query(request, "collections"), !text.isEmpty {
+        if let text = RequestInput.query(request, "collections"), !text.isEmpty {
             filter.collections = Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
         }
         let single = filter.collections?.count == 1
-        if let id = HTTPSupport.query(request, "id"), !id.isEmpty {
+        if let id = RequestInput.query(request, "id"), !id.isEmpty {
             guard single else { throw .badRequest("id needs exactly one collection in collections=") }
             do { filter.documentID = try DocumentID(wire: id).wire } catch { throw .badRequest("invalid id: \(error.reason)") }
         }
-        if let text = HTTPSupport.query(request, "selector"), !text.isEmpty {
+        if let text = RequestInput.query(request, "selector"), !text.isEmpty {
             guard single else { throw .badRequest("selector needs exactly one collection in collections=") }
             do { filter.selector = try Selector(try DocumentQuery.json(text, "selector")) } catch let error as SelectorError {
                 throw .badRequest("invalid selector: \(error.reason)")
@@ -100,12 +100,12 @@ extension BridgeRoutes {
 
     static func streamStart(_ request: Request) throws(BridgeError) -> Session.StreamStart {
         let header = request.headers[.init("Last-Event-ID")!]
-        if let text = header ?? HTTPSupport.query(request, "lastEventId"), !text.isEmpty {
+        if let text = header ?? RequestInput.query(request, "lastEventId"), !text.isEmpty {
             guard let id = QueryString.eventID(text) else {
                 throw .badRequest("Last-Event-ID must be an event id from this session, got '\(text)'")
             }
             return .resume(after: id)
         }
-        return try HTTPSupport.flag(request, "snapshot") == true ? .snapshot : .live
+        return try RequestInput.flag(request, "snapshot") == true ? .snapshot : .live
     }
 }

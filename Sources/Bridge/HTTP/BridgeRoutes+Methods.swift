@@ -8,22 +8,22 @@ extension BridgeRoutes {
     /// `updated` (read-your-writes) unless `?wait=result`; `?timeout=ms`; `?atMostOnce=true`
     /// never re-sends the call after a reconnect.
     @Sendable func callMethod(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        let name = context.parameters.getCatchAll().joined(separator: "/").removingPercentEncoding ?? ""
+        let name = context.parameters.getCatchAll().joined(separator: "/").percentDecoded ?? ""
         guard !name.isEmpty else { throw BridgeError.badRequest("a method name is needed: POST /v1/methods/{name}") }
         let params: [EJSON]
-        switch try await HTTPSupport.body(request, limit: configuration.maxBodySize) {
+        switch try await RequestInput.body(request, limit: configuration.maxBodySize) {
         case nil: params = []
         case .array(let list)?: params = list
         case let other?: throw BridgeError.badRequest("the body must be a JSON array of method parameters, not \(other.typeName)")
         }
         let completion: DDPClient.Completion
-        switch HTTPSupport.query(request, "wait") {
+        switch RequestInput.query(request, "wait") {
         case nil, "updated": completion = .dataVisible
         case "result": completion = .result
         case let other?: throw BridgeError.badRequest("wait must be 'result' or 'updated', got '\(other)'")
         }
-        let timeout = try HTTPSupport.duration(request, "timeout", default: configuration.requestTimeout, max: configuration.maxRequestTimeout)
-        let atMostOnce = try HTTPSupport.flag(request, "atMostOnce") ?? false
+        let timeout = try RequestInput.duration(request, "timeout", default: configuration.requestTimeout, max: configuration.maxRequestTimeout)
+        let atMostOnce = try RequestInput.flag(request, "atMostOnce") ?? false
         let session = try await session(request, context)
         try await session.waitUntilConnected(timeout: min(timeout, configuration.connectTimeout))
         let started = ContinuousClock.now
@@ -31,25 +31,6 @@ extension BridgeRoutes {
         let call = { try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout) }
         // Logging in through the generic route counts against the same failed-login limit.
         let result = ["login", "createUser"].contains(name) ? try await registry.login(from: session.clientAddress, call) : try await call()
-        return HTTPSupport.json(["result": result ?? .null])
-    }
-}
-
-extension String {
-    var removingPercentEncoding: String? {
-        guard utf8.contains(UInt8(ascii: "%")) else { return self }
-        var bytes: [UInt8] = []
-        var iterator = utf8.makeIterator()
-        while let byte = iterator.next() {
-            if byte == UInt8(ascii: "%") {
-                guard let high = iterator.next(), let low = iterator.next(),
-                    let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
-                else { return nil }
-                bytes.append(value)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
+        return Reply.json(["result": result ?? .null])
     }
 }

@@ -7,9 +7,9 @@ import Hummingbird
 extension BridgeRoutes {
     /// `POST /v1/sessions`: anonymous, or logged in with a password, a resume token or a raw login payload.
     @Sendable func createSession(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        let body = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize)
+        let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize)
         let loginRequest = try body.flatMap(Self.loginRequest)
-        let address = HTTPSupport.clientAddress(request, context, configuration: configuration)
+        let address = RequestInput.clientAddress(request, context, configuration: configuration)
         try registry.checkSessionRate(address)
         let (session, token) = try registry.create(clientAddress: address)
         do {
@@ -21,7 +21,7 @@ extension BridgeRoutes {
                 }
                 out.merge(Self.loginFields(result))
             }
-            return HTTPSupport.json(.object(out), status: .created, headers: [.setCookie: HTTPSupport.sessionCookie(token)])
+            return Reply.json(.object(out), status: .created, headers: [.setCookie: SessionCookie.setting(token)])
         } catch {
             await registry.end(session, reason: "its creation failed")
             throw error
@@ -31,7 +31,7 @@ extension BridgeRoutes {
     /// `GET /v1/session`: connection state, user, subscriptions.
     @Sendable func getSession(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let session = try await session(request, context)
-        return HTTPSupport.json([
+        return Reply.json([
             "id": .string(session.id),
             "connection": await session.connectionReport(),
             "userId": session.userID.map(EJSON.string) ?? .null,
@@ -45,19 +45,19 @@ extension BridgeRoutes {
     @Sendable func deleteSession(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let session = try await session(request, context)
         await registry.end(session, reason: "it was closed by its client")
-        return Response(status: .noContent, headers: [.setCookie: HTTPSupport.clearedCookie])
+        return Response(status: .noContent, headers: [.setCookie: SessionCookie.cleared])
     }
 
     /// `POST /v1/session/login`.
     @Sendable func login(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        guard let body = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize), let loginRequest = try Self.loginRequest(body) else {
+        guard let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize), let loginRequest = try Self.loginRequest(body) else {
             throw BridgeError.badRequest("the body must hold {\"username\" or \"email\", \"password\"}, {\"resume\": token} or {\"login\": payload}")
         }
         let session = try await session(request, context)
         let result = try await registry.login(from: session.clientAddress) {
             try await session.login(loginRequest, timeout: configuration.requestTimeout)
         }
-        return HTTPSupport.json(.object(Self.loginFields(result)))
+        return Reply.json(.object(Self.loginFields(result)))
     }
 
     /// `POST /v1/session/logout`.
@@ -65,12 +65,12 @@ extension BridgeRoutes {
         let session = try await session(request, context)
         try await session.logout(timeout: configuration.requestTimeout)
         registry.forgetMeteorKey(of: session)
-        return HTTPSupport.json(["userId": nil])
+        return Reply.json(["userId": nil])
     }
 
     /// `POST /v1/users`: Meteor's `createUser`; without a session, one is created for the new user.
     @Sendable func createUser(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        guard let body = try await HTTPSupport.objectBody(request, limit: configuration.maxBodySize) else {
+        guard let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize) else {
             throw BridgeError.badRequest("the body must hold {\"username\" and/or \"email\", \"password\", \"profile\"?}")
         }
         let username = try Self.optionalString(body, "username")
@@ -78,8 +78,8 @@ extension BridgeRoutes {
         guard username != nil || email != nil else { throw BridgeError.badRequest("a username or an email is needed") }
         guard case .string(let password)? = body["password"], !password.isEmpty else { throw BridgeError.badRequest("password must be a non-empty string") }
         if let profile = body["profile"], profile.objectValue == nil { throw BridgeError.badRequest("profile must be an object") }
-        let existing = HTTPSupport.credential(request) == nil ? nil : try await session(request, context)
-        let address = existing?.clientAddress ?? HTTPSupport.clientAddress(request, context, configuration: configuration)
+        let existing = RequestInput.credential(request) == nil ? nil : try await session(request, context)
+        let address = existing?.clientAddress ?? RequestInput.clientAddress(request, context, configuration: configuration)
         if existing == nil { try registry.checkSessionRate(address) }
         var created: (session: Session, token: String)?
         if existing == nil { created = try registry.create(clientAddress: address) }
@@ -93,9 +93,9 @@ extension BridgeRoutes {
             var headers: HTTPFields = [:]
             if let created {
                 out["token"] = .string(created.token)
-                headers[.setCookie] = HTTPSupport.sessionCookie(created.token)
+                headers[.setCookie] = SessionCookie.setting(created.token)
             }
-            return HTTPSupport.json(.object(out), status: .created, headers: headers)
+            return Reply.json(.object(out), status: .created, headers: headers)
         } catch {
             if let created { await registry.end(created.session, reason: "its creation failed") }
             throw error

@@ -15,7 +15,7 @@ extension BridgeRoutes {
     @Sendable func subscribe(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let requests: [SubscriptionRequest]
         var isGroup = false
-        switch try await HTTPSupport.body(request, limit: configuration.maxBodySize) {
+        switch try await RequestInput.body(request, limit: configuration.maxBodySize) {
         case .object(let o)?: requests = [try parseSubscription(o)]
         case .array(let items)?:
             guard !items.isEmpty else { throw BridgeError.badRequest("a subscription group must not be empty") }
@@ -46,7 +46,7 @@ extension BridgeRoutes {
         }
         if !isGroup {
             switch outcomes[0] {
-            case .success(let info): return HTTPSupport.json(info.ejson, status: .created)
+            case .success(let info): return Reply.json(info.ejson, status: .created)
             case .failure(let error): throw error
             }
         }
@@ -58,7 +58,7 @@ extension BridgeRoutes {
             }
         }
         guard let failure = outcomes.first(where: { if case .failure = $0 { true } else { false } }), case .failure(let first) = failure else {
-            return HTTPSupport.json(.array(described), status: .created)
+            return Reply.json(.array(described), status: .created)
         }
         throw BridgeError(status: first.status, error: "subscription-failed",
                           reason: "\(outcomes.filter { if case .failure = $0 { true } else { false } }.count) of \(requests.count) subscriptions failed: \(first.reason)",
@@ -81,7 +81,7 @@ extension BridgeRoutes {
         }
         var timeout = configuration.requestTimeout
         if let value = o["timeout"] {
-            timeout = try HTTPSupport.milliseconds(value.intValue, name: "timeout", max: configuration.maxRequestTimeout, given: value.description)
+            timeout = try RequestInput.milliseconds(value.intValue, name: "timeout", max: configuration.maxRequestTimeout, given: value.description)
         }
         return SubscriptionRequest(name: name, params: params, wait: wait, timeout: timeout)
     }
@@ -89,7 +89,7 @@ extension BridgeRoutes {
     /// `GET /v1/subscriptions`.
     @Sendable func listSubscriptions(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let session = try await session(request, context)
-        return HTTPSupport.json(.array(session.subscriptions.map(\.ejson)))
+        return Reply.json(.array(session.subscriptions.map(\.ejson)))
     }
 
     /// `DELETE /v1/subscriptions/{id}`: drops one reference; the upstream `unsub` follows after the linger.
@@ -102,10 +102,10 @@ extension BridgeRoutes {
 
     /// `DELETE /v1/subscriptions?name=`: drops every subscription of that publication.
     @Sendable func unsubscribeByName(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        guard let name = HTTPSupport.query(request, "name"), !name.isEmpty else {
+        guard let name = RequestInput.query(request, "name"), !name.isEmpty else {
             throw BridgeError.badRequest("name is needed: DELETE /v1/subscriptions?name=publication")
         }
         let session = try await session(request, context)
-        return HTTPSupport.json(["removed": .int(session.unsubscribe(named: name))])
+        return Reply.json(["removed": .int(session.unsubscribe(named: name))])
     }
 }

@@ -71,7 +71,7 @@ struct BridgeRoutes: Sendable {
     /// The session a request belongs to: its bridge token, or the session keyed by the
     /// Meteor login token it carries (created and resumed on first use). 401 otherwise.
     func session(_ request: Request, _ context: BridgeRequestContext) async throws -> Session {
-        guard let credential = HTTPSupport.credential(request) else {
+        guard let credential = RequestInput.credential(request) else {
             throw BridgeError.unauthorized("no-session", "This call needs a session: create one with POST /v1/sessions and send its token as Authorization: Bearer")
         }
         let session: Session
@@ -96,7 +96,7 @@ struct BridgeRoutes: Sendable {
         guard (8...512).contains(token.count), token.allSatisfy(allowed.contains), !registry.wasRefused(meteorKey: key) else {
             throw BridgeError.unauthorized("invalid-login-token", "The Meteor login token was refused")
         }
-        let address = HTTPSupport.clientAddress(request, context, configuration: configuration)
+        let address = RequestInput.clientAddress(request, context, configuration: configuration)
         try registry.checkSessionRate(address)
         let (session, _) = try registry.create(clientAddress: address, meteorToken: token)
         do {

@@ -70,7 +70,7 @@ public enum ClientAddress {
     public static func resolve(peer: String, forwardedFor: [String], trusted: [IPRange], trustPeer: Bool = false) -> String {
         func isTrusted(_ address: Substring) -> Bool { trusted.contains { $0.contains(address) } }
         guard trustPeer || isTrusted(Substring(peer)) else { return peer }
-        let entries = forwardedFor.flatMap { $0.split(separator: ",") }.map { HTTPSupport.trimmed($0) }.filter { !$0.isEmpty }
+        let entries = forwardedFor.flatMap { $0.split(separator: ",") }.map { RequestInput.trimmed($0) }.filter { !$0.isEmpty }
         for entry in entries.reversed() {
             guard IPRange.parse(entry) != nil else { return String(entry.prefix(64)) }  // not an address: stop trusting here
             if !isTrusted(entry) { return String(entry) }

@@ -7,7 +7,7 @@ import Foundation
 enum QueryString {
     /// `+` as space, then percent-decoding; `nil` for bad escapes or bytes that are not UTF-8.
     static func decode(_ text: Substring) -> String? {
-        String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+        String(text).replacingOccurrences(of: "+", with: " ").percentDecoded
     }
 
     /// The raw name of the first parameter whose name or value does not decode, if any.
@@ -33,5 +33,35 @@ enum QueryString {
     /// A `Last-Event-ID` (header or `lastEventId` parameter): a decimal event id, spaces around allowed.
     static func eventID(_ text: String) -> UInt64? {
         UInt64(text.trimmingCharacters(in: .whitespaces))
+    }
+}
+
+extension String {
+    /// The text with `%XX` escapes decoded as UTF-8 bytes; `nil` for a broken escape. (Ours, not
+    /// Foundation's `removingPercentEncoding`: plain byte work, the same on every platform.)
+    var percentDecoded: String? {
+        guard utf8.contains(UInt8(ascii: "%")) else { return self }
+        var bytes: [UInt8] = []
+        var iterator = utf8.makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%") {
+                guard let high = iterator.next().flatMap(Self.hexDigit), let low = iterator.next().flatMap(Self.hexDigit)
+                else { return nil }
+                bytes.append(high << 4 | low)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    /// The value of one hex digit (`0-9`, `a-f`, `A-F`); `nil` for anything else, signs included.
+    private static func hexDigit(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 }

@@ -21,10 +21,10 @@ struct RequestHygieneMiddleware: RouterMiddleware {
         if request.method != .get, request.method != .head, request.method != .options {
             let bearer = request.headers[.authorization].map { $0.prefix(7).lowercased() == "bearer " } ?? false
             // Refused as authentication failures (401/403), before anything else is looked at.
-            if !bearer, HTTPSupport.query(request, "token") != nil {
+            if !bearer, RequestInput.query(request, "token") != nil {
                 throw BridgeError.unauthorized("query-token-not-allowed", "a token in the query string is accepted on GET only; send it as Authorization: Bearer")
             }
-            let cookie = request.headers[values: .cookie].contains { $0.contains(HTTPSupport.cookieName + "=") }
+            let cookie = request.headers[values: .cookie].contains { $0.contains(SessionCookie.name + "=") }
             if !bearer, cookie, request.method != .delete, !Self.isJSON(request.headers[.contentType]) {
                 throw BridgeError(.forbidden, "cookie-write-not-json",
                                   "a write authenticated by the session cookie must be sent as Content-Type: application/json")
@@ -35,7 +35,7 @@ struct RequestHygieneMiddleware: RouterMiddleware {
 
     static func isJSON(_ contentType: String?) -> Bool {
         guard let contentType else { return false }
-        let media = contentType.split(separator: ";").first.map { HTTPSupport.trimmed($0).lowercased() } ?? ""
+        let media = contentType.split(separator: ";").first.map { RequestInput.trimmed($0).lowercased() } ?? ""
         return media == "application/json" || (media.hasPrefix("application/") && media.hasSuffix("+json"))
     }
 }

@@ -34,8 +34,8 @@ extension Session {
         // the log and the cache agree, and the stream is registered before the next event.
         await client.withCache { cache in
             state.withLock { state in
-                state.deliver(state.hub.flush(now: .now))
-                let lastID = state.hub.log.lastID
+                state.deliver(state.pipeline.flush(now: .now))
+                let lastID = state.pipeline.log.lastID
                 let matching = Self.matchingDocuments(cache, stream.filter)
                 if stream.filter.selector != nil { stream.setMatching(Set(matching.map(\.id))) }
                 var prelude: EventStream.Prelude?
@@ -45,7 +45,7 @@ extension Session {
                 case .snapshot:
                     prelude = Self.snapshot(matching, id: lastID, reason: "A snapshot follows")
                 case .resume(let after):
-                    if stream.filter.selector == nil, let missed = state.hub.log.events(after: after) {
+                    if stream.filter.selector == nil, let missed = state.pipeline.log.events(after: after) {
                         var frames: [[UInt8]] = []
                         for event in missed {
                             if let c = event.collection, let id = event.documentID, !stream.filter.admits(collection: c, id: id) { continue }

@@ -21,7 +21,7 @@ public final class Session: Sendable {
         /// The bridge itself logged in with a password (so closing the session logs out upstream).
         var loggedInByBridge = false
         var closed: String?
-        var hub: EventHub
+        var pipeline: EventPipeline
         var streams: [Int: EventStream] = [:]
         var nextStream = 1
         /// Requests waiting for the upstream connection to come up (see ``waitUntilConnected(timeout:)``).
@@ -59,7 +59,7 @@ public final class Session: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
-        let state = LockedState(State(hub: EventHub(window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes)))
+        let state = LockedState(State(pipeline: EventPipeline(window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes)))
         self.state = state
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
@@ -95,7 +95,7 @@ public final class Session: Sendable {
             switch event {
             case .stateChanged(let connection):
                 state.connection = connection
-                events = state.hub.event(.connection, connection.ejson, now: now)
+                events = state.pipeline.event(.connection, connection.ejson, now: now)
                 switch connection {
                 case .connected:
                     for waiter in state.connectionWaiters.values { waiter.resume() }
@@ -109,15 +109,15 @@ public final class Session: Sendable {
                 }
             case .subscriptionReady(let id):
                 state.subscriptions.markReady(id)
-                events = state.hub.event(.ready, ["subscriptions": [.string(id)]], now: now)
+                events = state.pipeline.event(.ready, ["subscriptions": [.string(id)]], now: now)
             case .subscriptionStopped(let id, let error):
                 state.subscriptions.remove(id)
-                events = state.hub.event(.nosub, ["subscription": .string(id), "error": error?.ejson ?? .null], now: now)
+                events = state.pipeline.event(.nosub, ["subscription": .string(id), "error": error?.ejson ?? .null], now: now)
             case .userChanged(let user):
                 state.userID = user
-                events = state.hub.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
+                events = state.pipeline.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
             case .documentsChanged(let changes):
-                events = state.hub.documents(changes, now: now)
+                events = state.pipeline.documents(changes, now: now)
             case .resumeRefused, .protocolError:
                 break
             }
@@ -128,12 +128,12 @@ public final class Session: Sendable {
 
     /// Arms the timer that sends a held batch out when its window ends (one at a time).
     private static func armFlushTimer(_ state: inout State, in shared: LockedState<State>) {
-        guard state.flushTimer == nil, let deadline = state.hub.deadline else { return }
+        guard state.flushTimer == nil, let deadline = state.pipeline.deadline else { return }
         let delay = TimeAmount(min(max(deadline - .now, .zero), .seconds(60)))
         state.flushTimer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: delay) {
             shared.withLock { state in
                 state.flushTimer = nil
-                state.deliver(state.hub.flushIfDue(now: .now))
+                state.deliver(state.pipeline.flushIfDue(now: .now))
                 armFlushTimer(&state, in: shared)
             }
         }

@@ -36,11 +36,3 @@ public struct ReconnectPolicy: Sendable, Equatable {
         return .nanoseconds(Int64(min(nanoseconds, 86_400e9)))
     }
 }
-
-extension Duration {
-    /// The duration in seconds, as a floating-point number.
-    public var seconds: Double {
-        let (s, attos) = components
-        return Double(s) + Double(attos) / 1e18
-    }
-}

@@ -46,8 +46,8 @@ extension ClientMessage {
         switch self {
         case .connect(let version, let support):
             return ["msg": "connect", "version": .string(version), "support": .array(support.map(EJSON.string))]
-        case .ping(let id): return heartbeat("ping", id: id)
-        case .pong(let id): return heartbeat("pong", id: id)
+        case .ping(let id): return .heartbeat("ping", id: id)
+        case .pong(let id): return .heartbeat("pong", id: id)
         case .sub(let id, let name, let params):
             return ["msg": "sub", "id": .string(id), "name": .string(name), "params": .array(params)]
         case .unsub(let id):

@@ -78,8 +78,8 @@ extension ServerMessage {
         switch self {
         case .connected(let session): return ["msg": "connected", "session": .string(session)]
         case .failed(let version): return ["msg": "failed", "version": .string(version)]
-        case .ping(let id): return heartbeat("ping", id: id)
-        case .pong(let id): return heartbeat("pong", id: id)
+        case .ping(let id): return .heartbeat("ping", id: id)
+        case .pong(let id): return .heartbeat("pong", id: id)
         case .nosub(let id, let error):
             var o: EJSONObject = ["msg": "nosub", "id": .string(id)]
             if let error { o["error"] = error.ejson }

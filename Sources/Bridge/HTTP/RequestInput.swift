@@ -4,17 +4,9 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// JSON in and out, tokens and client addresses: the small pieces every route uses.
-enum HTTPSupport {
-    static let cookieName = "ddp_bridge_session"
-
-    /// An EJSON body as a response (compact UTF-8 JSON).
-    static func json(_ value: EJSON, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
-        var headers = headers
-        headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: EJSONWriter.encode(value))))
-    }
-
+/// What routes read from a request, checked: JSON bodies, the session credential, query
+/// parameters (numbers, durations, switches) and the end user's address.
+enum RequestInput {
     /// The request body as EJSON; `nil` when empty. 400 for malformed JSON/EJSON, 413 when too large.
     static func body(_ request: Request, limit: Int) async throws -> EJSON? {
         var request = request
@@ -57,10 +49,10 @@ enum HTTPSupport {
         for cookieHeader in request.headers[values: .cookie] {
             for pair in cookieHeader.split(separator: ";") {
                 let kv = trimmed(pair).split(separator: "=", maxSplits: 1)
-                if kv.count == 2, kv[0] == cookieName { return (String(kv[1]), false) }
+                if kv.count == 2, kv[0] == SessionCookie.name { return (String(kv[1]), false) }
             }
         }
-        if let token = HTTPSupport.query(request, "token"), !token.isEmpty { return (token, false) }
+        if let token = query(request, "token"), !token.isEmpty { return (token, false) }
         return nil
     }
 
@@ -76,12 +68,6 @@ enum HTTPSupport {
     static func query(_ request: Request, _ name: String) -> String? {
         request.uri.query.flatMap { QueryString.value($0, name) }
     }
-
-    static func sessionCookie(_ token: String) -> String {
-        "\(cookieName)=\(token); Path=/; HttpOnly; SameSite=Strict"
-    }
-
-    static let clearedCookie = "\(cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
 
     /// The end user's address (see ``ClientAddress/resolve(peer:forwardedFor:trusted:trustPeer:)``).
     static func clientAddress(_ request: Request, _ context: BridgeRequestContext, configuration: BridgeConfiguration) -> String {

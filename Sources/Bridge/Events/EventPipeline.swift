@@ -3,7 +3,7 @@ public import DDP
 /// A session's event pipeline, without I/O: document changes are batched over a short window
 /// and consolidated, every event gets the next id and goes into the bounded log. When traffic
 /// is light a change goes out at once (the window only holds back what follows it closely).
-public struct EventHub: Sendable {
+public struct EventPipeline: Sendable {
     public let window: Duration
     public private(set) var log: EventLog
     private var batch = ChangeBatch()
