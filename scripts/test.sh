@@ -36,6 +36,8 @@ scripts/browser-test.sh
 # Benchmarks are not tests; this seconds-long run of every part only keeps the harness from
 # rotting (its figures mean nothing). wrk (Debian) drives the REST part.
 ensure_packages wrk
+.build/release/ddp-bench --help | grep -q -- '--load-same-priority' || { echo "ddp-bench --help did not print its usage" >&2; exit 1; }
+if .build/release/ddp-bench --no-such-option 2>/dev/null; then echo "ddp-bench accepted an unknown option" >&2; exit 1; fi
 GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" timeout 600 .build/release/ddp-bench --smoke --out .build/bench-smoke
 
 count=0

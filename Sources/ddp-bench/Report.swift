@@ -30,6 +30,27 @@ enum Report {
         try write(try JSONDecoder().decode(Document.self, from: data), to: folder)
     }
 
+    /// The folder's results.json before this run overwrites it, if there is one that reads.
+    static func previous(_ folder: String) -> Document? {
+        guard let data = try? Data(contentsOf: URL(fileURLWithPath: folder).appendingPathComponent("results.json")) else { return nil }
+        return try? JSONDecoder().decode(Document.self, from: data)
+    }
+
+    /// Each figure of this run beside the same figure of the previous run, as a ratio.
+    static func comparison(_ previous: Document, _ figures: [Figure]) -> String {
+        let before = Dictionary(previous.figures.map { ("\($0.section)/\($0.name)", $0) }, uniquingKeysWith: { first, _ in first })
+        var out = "Against the previous results.json (\(previous.date), commit `\(previous.commit)`\(previous.smoke ? ", a smoke run" : "")):\n\n"
+        out += "| section | figure | before | now | now ÷ before |\n|---|---|---:|---:|---:|\n"
+        var compared = 0
+        for figure in figures {
+            guard let old = before["\(figure.section)/\(figure.name)"], old.unit == figure.unit else { continue }
+            compared += 1
+            let ratio = old.value == 0 ? "—" : String(format: "%.2f×", figure.value / old.value)
+            out += "| \(figure.section) | \(figure.name) | \(number(old.value)) \(old.unit) | \(number(figure.value)) \(figure.unit) | \(ratio) |\n"
+        }
+        return compared == 0 ? "No figure of this run was in the previous results.json.\n" : out
+    }
+
     static func write(_ document: Document, to folder: String) throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let encoder = JSONEncoder()

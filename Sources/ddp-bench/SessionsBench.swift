@@ -19,8 +19,18 @@ enum SessionsBench {
         let token = try await HTTP.session(port: port)
         let parts = ProcessInfo.processInfo.environment["DDP_BENCH_SESSION_PARTS"] ?? "sub,stream"
         if !parts.contains("sub") && !parts.contains("stream") { return }
-        let sub = try await HTTP.request(port: port, .POST, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
-        guard sub.status == 201 || sub.status == 200 else { throw BenchError("subscribe failed: \(sub.status) \(sub.body)") }
+        // Under thousands of sessions the upstream may be slow to answer: a 503/504 (it did not
+        // answer in time) is retried, a bounded number of times, rather than ending the run.
+        var attempt = 0
+        while true {
+            attempt += 1
+            let sub = try await HTTP.request(port: port, .POST, "/v1/subscriptions", token: token, body: #"{"name":"tasks","timeout":30000}"#)
+            if sub.status == 201 || sub.status == 200 { break }
+            guard [503, 504].contains(sub.status), attempt < 4 else {
+                throw BenchError("subscribe failed: \(sub.status) \(sub.body) (attempt \(attempt))")
+            }
+            try await Task.sleep(for: .milliseconds(200 * attempt))
+        }
         if !parts.contains("stream") { return }
         let stream = try await SSEConsumer.open(port: port, "/v1/events?collections=tasks", token: token, counting: "added")
         try await stream.waitUntilOpen()

@@ -3,37 +3,47 @@ import NIOHTTP1
 import DDPServer
 import Foundation
 
-// The benchmark harness. Starts the in-process demo DDP server and the bridge on loopback,
-// drives bounded load, and writes results.json, results.md and plot.svg to the output folder.
-//
-// Usage: ddp-bench [--smoke] [--out DIR] [--only micro,sse,latency,rest,sessions,load] [--sessions N]
-//        (load: --load-sessions N, --load-consumers N, --load-rate N, --load-bound-mib N, --load-same-priority)
-//        ddp-bench --replot [--out DIR]   (results.md and plot.svg again from results.json)
-// DDP_BENCH_WRAP runs the bridge process of the sessions part under a profiler (e.g. heaptrack);
-// DDP_BENCH_SESSION_PARTS ("none", "sub" or "sub,stream", the default) says what each session
-// gets there, to split its memory between the session, its subscription and its stream.
-// `--smoke` runs every part for a moment (the test command uses it so the harness cannot rot).
+// The benchmark harness (`ddp-bench --help` says how to run it). Each part gets fresh servers;
+// a part that fails is reported and the others still run; the exit status says whether all ran.
 
-let arguments = Array(CommandLine.arguments.dropFirst())
-func option(_ name: String) -> String? {
-    guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
-    return arguments[i + 1]
+let options: BenchOptions
+do {
+    options = try BenchOptions(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    FileHandle.standardError.write(Data("ddp-bench: \(error)\n\n\(BenchOptions.usage)\n".utf8))
+    exit(2)
 }
-let smoke = arguments.contains("--smoke")
-let outputDirectory = option("--out") ?? "bench-results"
-let parts = Set((option("--only") ?? "micro,sse,latency,rest,sessions,load").split(separator: ",").map(String.init))
+if options.help {
+    print(BenchOptions.usage)
+    exit(0)
+}
+let smoke = options.smoke
+let outputDirectory = options.outputDirectory
+let parts = options.parts
 let runs = smoke ? 1 : 3
-if arguments.contains("--replot") {
+if options.replot {
     try Report.replot(outputDirectory)
     exit(0)
 }
+let previous = Report.previous(outputDirectory)
 
 var figures: [Figure] = []
 var targets: [Target] = []
 /// Progress goes to standard error, unbuffered, so a failing run shows how far it got.
 func say(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+var failures: [String] = []
+/// Runs one part when it was asked for; a part that fails is reported, and the next one runs.
+@MainActor func part(_ name: String, _ body: @MainActor () async throws -> Void) async {
+    guard parts.contains(name) else { return }
+    do {
+        try await body()
+    } catch {
+        say("the \(name) part failed: \(error)")
+        failures.append("\(name): \(error)")
+    }
+}
 
-if parts.contains("micro") {
+await part("micro") {
     say("micro-benchmarks…")
     figures += try Micro.run(secondsPerRun: smoke ? 0.02 : 0.3, runs: smoke ? 1 : 5)
 }
@@ -51,7 +61,7 @@ var bridge = try await startBridge(upstream: upstreamURL)
     bridge = try await startBridge(upstream: upstreamURL)
 }
 
-if parts.contains("sse") {
+await part("sse") {
     let count = smoke ? 2_000 : 100_000
     let fanCount = smoke ? 200 : 20_000
     let fanConsumers = smoke ? 10 : 100
@@ -67,16 +77,18 @@ if parts.contains("sse") {
     figures.append(Figure("sse", "raw WebSocket frames received (baseline)", rawRate, "events/s"))
     figures.append(Figure("sse", "project's DDP client (parse + cache)", Stats.median(client), "events/s",
                           baseline: "raw WebSocket", baselineValue: rawRate))
-    figures.append(Figure("sse", "SSE, 1 consumer", Stats.median(one), "events/s", baseline: "raw WebSocket", baselineValue: rawRate))
+    figures.append(Figure("sse", "SSE, 1 consumer", Stats.median(one), "events/s",
+                          baseline: "project's DDP client", baselineValue: Stats.median(client)))
     figures.append(Figure("sse", "SSE, \(fanConsumers) consumers of one session (aggregate)", Stats.median(fan), "events/s",
                           note: "\(fanCount) documents to each consumer"))
-    let ratio = Stats.median(one) / rawRate
-    targets.append(Target(name: "SSE to 1 consumer vs raw WebSocket receive", goal: "≥ 50%", measured: String(format: "%.0f%%", ratio * 100), score: ratio / 0.5))
+    let ratio = Stats.median(one) / Stats.median(client)
+    targets.append(Target(name: "SSE to 1 consumer vs the project's DDP client ingest", goal: "≥ 85%",
+                          measured: String(format: "%.0f%%", ratio * 100), score: ratio / 0.85))
     targets.append(Target(name: "\(fanConsumers) consumers of one session, aggregate", goal: "≥ 1,000,000 events/s",
                           measured: "\(Report.number(Stats.median(fan))) events/s", score: Stats.median(fan) / 1_000_000))
 }
 
-if parts.contains("latency") {
+await part("latency") {
     try await freshServers()
     for rate in [1_000, 10_000] {
         let count = smoke ? rate / 10 : rate * 3
@@ -96,15 +108,13 @@ if parts.contains("latency") {
         }
         let added = percentile(through, 99) - percentile(raw, 99)
         figures.append(Figure("latency", "\(rate)/s p99 added by the bridge", added, "ms", note: "bridge p99 − raw p99"))
-        if rate == 10_000 {
-            targets.append(Target(name: "p99 latency added at 10k events/s", goal: "≤ 2 ms",
-                                  measured: String(format: "%.2f ms (bridge p99 %.2f ms)", added, percentile(through, 99)),
-                                  score: 2 / max(added, 0.01)))
-        }
+        targets.append(Target(name: "p99 latency added at \(Report.number(Double(rate))) changes/s", goal: "≤ 1 ms",
+                              measured: String(format: "%.2f ms (bridge p99 %.2f ms)", added, percentile(through, 99)),
+                              score: 1 / max(added, 0.01)))
     }
 }
 
-if parts.contains("rest") {
+await part("rest") {
     try await freshServers()
     let seconds = smoke ? 1.0 : 8.0
     say("REST with wrk (\(RESTBench.threads) threads, \(RESTBench.connections) connections, \(Int(seconds)) s per run)…")
@@ -143,19 +153,29 @@ if parts.contains("rest") {
         figures.append(Figure("rest", name, load.requestsPerSecond, "req/s", baseline: baselineName, baselineValue: baseline?.requestsPerSecond,
                               note: String(format: "p50 %.2f ms, p99 %.2f ms", load.p50, load.p99)))
     }
-    let docRatio = medianLoad(docRuns).requestsPerSecond / medianLoad(bareRuns).requestsPerSecond
-    let methodRatio = medianLoad(methodRuns).requestsPerSecond / medianLoad(directRuns).requestsPerSecond
-    targets.append(Target(name: "GET one cached document vs bare Hummingbird route", goal: "≥ 80%", measured: String(format: "%.0f%%", docRatio * 100), score: docRatio / 0.8))
-    targets.append(Target(name: "POST method call vs direct DDP call", goal: "≥ 70%", measured: String(format: "%.0f%%", methodRatio * 100), score: methodRatio / 0.7))
+    let bareRate = medianLoad(bareRuns).requestsPerSecond
+    let directRate = medianLoad(directRuns).requestsPerSecond
+    // On 2 cores a call through the bridge costs at least an HTTP request plus a DDP call.
+    let composed = 1 / (1 / bareRate + 1 / directRate)
+    figures.append(Figure("rest", "composed ceiling 1 / (1/bare + 1/direct)", composed, "req/s"))
+    let docRatio = medianLoad(docRuns).requestsPerSecond / bareRate
+    let queryRatio = medianLoad(queryRuns).requestsPerSecond / bareRate
+    let methodRatio = medianLoad(methodRuns).requestsPerSecond / composed
+    targets.append(Target(name: "GET one cached document vs bare Hummingbird route", goal: "≥ 85%",
+                          measured: String(format: "%.0f%%", docRatio * 100), score: docRatio / 0.85))
+    targets.append(Target(name: "GET selector query (1,000 documents, 100 match) vs bare route", goal: "≥ 25%",
+                          measured: String(format: "%.1f%%", queryRatio * 100), score: queryRatio / 0.25))
+    targets.append(Target(name: "POST method call vs composed ceiling", goal: "≥ 85%",
+                          measured: String(format: "%.0f%%", methodRatio * 100), score: methodRatio / 0.85))
 }
 
 await bridge.stop()
 
-if parts.contains("sessions") {
+await part("sessions") {
     await upstream.stop()
     upstream = try await startUpstream()
     upstreamURL = await upstream.url
-    for count in smoke ? [20] : (option("--sessions").map { [Int($0) ?? 1_000] } ?? [1_000, 5_000]) {
+    for count in smoke ? [20] : (options.sessions.map { [$0] } ?? [1_000, 5_000]) {
         say("sessions: \(count), each with a subscription and an open stream (the bridge as its own process)…")
         let result = try await SessionsBench.run(upstream: upstreamURL, sessions: count)
         figures.append(Figure("sessions", "\(count) sessions: memory per session", result.kibPerSession, "KiB",
@@ -163,23 +183,26 @@ if parts.contains("sessions") {
         figures.append(Figure("sessions", "\(count) sessions: time to open", result.secondsToOpen, "s",
                               note: String(format: "%.0f sessions/s (32 at a time)", Double(count) / result.secondsToOpen)))
         if count == 5_000 || smoke {
+            let perSecond = Double(count) / result.secondsToOpen
             targets.append(Target(name: "memory per idle session (sub + stream), \(count) sessions", goal: "≤ 48 KiB",
                                   measured: String(format: "%.1f KiB", result.kibPerSession), score: 48 / max(result.kibPerSession, 0.1)))
+            targets.append(Target(name: "opening sessions (sub + stream), \(count) sessions", goal: "≥ 1,000/s",
+                                  measured: String(format: "%.0f/s", perSecond), score: perSecond / 1_000))
         }
     }
 }
 
-if parts.contains("load") {
+await part("load") {
     await upstream.stop()
     upstream = try await startUpstream()
     upstreamURL = await upstream.url
     let plan = LoadRun.Plan(
-        sessions: option("--load-sessions").flatMap { Int($0) } ?? (smoke ? 1_000 : 10_000),
-        slowConsumers: option("--load-consumers").flatMap { Int($0) } ?? (smoke ? 20 : 200),
-        tickRate: option("--load-rate").flatMap { Int($0) } ?? 50,
+        sessions: options.loadSessions ?? (smoke ? 1_000 : 10_000),
+        slowConsumers: options.loadConsumers ?? (smoke ? 20 : 200),
+        tickRate: options.loadRate ?? 50,
         settle: .seconds(smoke ? 2 : 10),
-        memoryBoundMiB: option("--load-bound-mib").flatMap { Int($0) } ?? 512,
-        niceGenerator: !arguments.contains("--load-same-priority"))
+        memoryBoundMiB: options.loadBoundMiB ?? 512,
+        niceGenerator: !options.loadSamePriority)
     let outcome = try await LoadRun.run(upstream: upstreamURL, plan: plan)
     let health = outcome.healthSamples.sorted()
     let over = health.filter { $0 > 100 }.count
@@ -194,6 +217,8 @@ if parts.contains("load") {
     figures.append(Figure("load", "slow consumers cut off", Double(outcome.consumersCut), "streams",
                           note: String(format: "%d events read by them in %.0f s", outcome.eventsRead, outcome.seconds)))
     let slowest = health.max() ?? 0
+    targets.append(Target(name: "sessions opened and closed in one run", goal: "10,000",
+                          measured: Report.number(Double(plan.sessions)), score: Double(plan.sessions) / 10_000))
     targets.append(Target(name: "/healthz under load (slowest of \(health.count))", goal: "≤ 100 ms",
                           measured: String(format: "%.1f ms", slowest), score: 100 / max(slowest, 0.1)))
     targets.append(Target(name: "bridge RSS under load (peak)", goal: "≤ \(plan.memoryBoundMiB) MiB",
@@ -203,3 +228,8 @@ if parts.contains("load") {
 await upstream.stop()
 try Report.write(figures: figures, targets: targets, smoke: smoke, to: outputDirectory)
 print(try String(contentsOfFile: outputDirectory + "/results.md", encoding: .utf8))
+if let previous { print(Report.comparison(previous, figures)) }
+if !failures.isEmpty {
+    say("\(failures.count) part(s) failed:\n" + failures.joined(separator: "\n"))
+    exit(1)
+}
