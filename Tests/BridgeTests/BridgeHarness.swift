@@ -87,3 +87,16 @@ func urlEncoded(_ text: String) -> String {
 }
 
 import Foundation
+
+/// Checks `condition` every 20 ms until it holds; records an issue after `timeout`. For state
+/// the test can only observe from outside (over HTTP), where no event says it changed.
+func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("timed out waiting for \(what)")
+            return
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}

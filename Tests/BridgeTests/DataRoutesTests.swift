@@ -140,6 +140,27 @@ import Testing
         }
     }
 
+    /// A document read once is answered from its encoded bytes until it changes: every read after
+    /// a write (through the bridge, or by another client upstream) shows the write.
+    @Test func aDocumentReadAgainShowsEveryChange() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            let (other, _) = try await h.session()
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+            let path = "/v1/collections/tasks/task-a1"
+            for n in 1...5 {
+                // Read twice: the second read is answered from the encoded bytes the first one kept.
+                #expect(try await h.request(.get, path, token: token)["n"] == (n == 1 ? nil : .int(n - 1)))
+                #expect(try await h.request(.get, path, token: token)["n"] == (n == 1 ? nil : .int(n - 1)))
+                // The write comes from another session: this one learns of it only from upstream.
+                _ = try await h.request(.patch, path, token: other, body: #"{"n":\#(n)}"#)
+                try await eventually("the change reaches the session") { try await h.request(.get, path, token: token)["n"] == .int(n) }
+            }
+            _ = try await h.request(.delete, path, token: token)
+            expectError(try await h.request(.get, path, token: token), .notFound, "not-found")
+        }
+    }
+
     @Test func twoUsersNeverSeeEachOthersData() async throws {
         try await BridgeHarness.run { h in
             let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)

@@ -10,18 +10,6 @@ import Testing
 /// Faults of the upstream, each through the public surface: real HTTP against a running bridge
 /// whose upstream is the in-process DDP server or a scripted fake one.
 @Suite(.timeLimit(.minutes(2))) struct UpstreamFaultTests {
-    /// Waits until `condition` holds (checked on each event of `probe`), at most `timeout`.
-    private func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while try await !condition() {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("timed out waiting for \(what)")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-    }
-
     @Test func aCallTheUpstreamNeverAnswersDoesNotWedgeTheSession() async throws {
         let upstream = FakeUpstream { connection in
             try await connection.handshake()

@@ -1,6 +1,7 @@
 import DDP
 import DDPClient
 import Hummingbird
+import NIOCore
 
 extension BridgeRoutes {
     /// `GET /v1/collections`: the session's collections with their document counts.
@@ -44,10 +45,20 @@ extension BridgeRoutes {
         let name = try collectionName(context)
         let id = try documentID(context)
         let session = try await session(request, context)
-        guard let document = await session.client.withCache({ $0.document(name, id.wire) }) else {
+        if let body = session.state.withLock({ $0.encodedDocuments.body(name, id.wire) }) {
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+        }
+        // Read inside the connection's actor, with the change count at that instant (the sink
+        // counts changes under the session lock, inside the same actor).
+        let (document, generation) = await session.client.withCache { cache in
+            (cache.document(name, id.wire), session.state.withLock { $0.encodedDocuments.generation })
+        }
+        guard let document else {
             throw BridgeError.notFound("No document '\(id.wire)' in '\(name)' for this session (is it published to it?)")
         }
-        return Reply.json(.object(DocumentQuery.withID(id.wire, document)))
+        let body = ByteBuffer(bytes: EJSONWriter.encode(.object(DocumentQuery.withID(id.wire, document))))
+        session.state.withLock { $0.encodedDocuments.keep(body, name, id.wire, readAt: generation) }
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
     }
 
     /// `POST /v1/collections/{name}`: insert through `/{name}/insert`; a missing `_id` becomes a

@@ -74,12 +74,23 @@ public struct DocumentQuery: Sendable {
     /// Runs the query: matching documents (with `_id`) after sort, skip and limit, and the total count.
     public func run(on collection: DocumentCache.Collection?) -> (documents: [EJSONObject], count: Int) {
         guard let collection else { return ([], 0) }
+        let readsID = selector.readsID
         var matches: [(id: String, document: EJSONObject)] = []
         for (id, fields) in collection.documents {
-            let document = Self.withID(id, fields)
-            if selector.matches(document) { matches.append((id, document)) }
+            if let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
         }
         return page(matches, collection)
+    }
+
+    /// The document with its `_id` when it matches. The id is added first only when the
+    /// selector reads it; otherwise only the documents that match are built.
+    @inline(__always)
+    private func match(_ id: String, _ fields: EJSONObject, readsID: Bool) -> EJSONObject? {
+        if readsID {
+            let document = Self.withID(id, fields)
+            return selector.matches(document) ? document : nil
+        }
+        return selector.matches(fields) ? Self.withID(id, fields) : nil
     }
 
     /// Runs the query within `budget`, 422 `query-too-expensive` when the scan outlasts it. It runs
@@ -87,13 +98,15 @@ public struct DocumentQuery: Sendable {
     /// documents, so a heavy query holds up neither the session's upstream traffic nor other requests.
     public func run(on collection: DocumentCache.Collection?, budget: QueryBudget) async throws -> (documents: [EJSONObject], count: Int) {
         guard let collection else { return ([], 0) }
+        let readsID = selector.readsID
         var budget = budget
         var matches: [(id: String, document: EJSONObject)] = []
         for (id, fields) in collection.documents {
-            if try budget.examined(matches: matches.count) { await Task.yield() }
-            try Task.checkCancellation()
-            let document = Self.withID(id, fields)
-            if selector.matches(document) { matches.append((id, document)) }
+            if try budget.examined(matches: matches.count) {
+                await Task.yield()
+                try Task.checkCancellation()
+            }
+            if let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
         }
         return page(matches, collection)
     }

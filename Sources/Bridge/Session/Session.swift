@@ -29,6 +29,8 @@ public final class Session: Sendable {
         var nextWaiter = 0
         /// Sends the pending batch out when its window ends (a NIO timer: no task per session).
         var flushTimer: Scheduled<Void>?
+        /// Recently answered single-document bodies, dropped as their documents change.
+        var encodedDocuments = EncodedDocuments()
     }
 
     /// A short id for logs; not the token.
@@ -117,6 +119,7 @@ public final class Session: Sendable {
                 state.userID = user
                 events = state.pipeline.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
             case .documentsChanged(let changes):
+                state.encodedDocuments.changed(changes)
                 events = state.pipeline.documents(changes, now: now)
             case .resumeRefused, .protocolError:
                 break

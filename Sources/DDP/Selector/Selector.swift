@@ -14,7 +14,7 @@ public struct Selector: Sendable, Equatable {
         case equals(EJSON)
         case notEquals(EJSON)
         case `in`(MemberSet)
-        case notIn([EJSON])
+        case notIn(MemberSet)
         case compare(op: ComparisonOperator, EJSON)
         case exists(Bool)
         case not(FieldTest)
@@ -55,7 +55,18 @@ public struct Selector: Sendable, Equatable {
     }
 
     public func matches(_ document: EJSONObject) -> Bool {
-        Self.evaluate(clause, .object(document))
+        Self.evaluate(clause, document)
+    }
+
+    /// Whether any test of the selector reads the document's `_id` (a query that does not need
+    /// it can match the cached fields as they are, without building the document with its id).
+    public var readsID: Bool { Self.readsID(clause) }
+
+    private static func readsID(_ clause: Clause) -> Bool {
+        switch clause {
+        case .and(let parts), .or(let parts), .nor(let parts): parts.contains(where: readsID)
+        case .field(let path, _): path.first == "_id"
+        }
     }
 
     // MARK: - Parsing
@@ -98,7 +109,7 @@ public struct Selector: Sendable, Equatable {
             case "$ne": tests.append(.notEquals(v))
             case "$in", "$nin", "$all":
                 guard case .array(let values) = v else { throw SelectorError("\(field.key) needs an array") }
-                tests.append(field.key == "$in" ? .in(MemberSet(values)) : field.key == "$nin" ? .notIn(values) : .all(values))
+                tests.append(field.key == "$in" ? .in(MemberSet(values)) : field.key == "$nin" ? .notIn(MemberSet(values)) : .all(values))
             case "$gt", "$gte", "$lt", "$lte":
                 tests.append(.compare(op: ComparisonOperator(rawValue: field.key)!, v))
             case "$exists":
@@ -124,14 +135,33 @@ public struct Selector: Sendable, Equatable {
 
     // MARK: - Matching
 
-    static func evaluate(_ clause: Clause, _ document: EJSON) -> Bool {
+    static func evaluate(_ clause: Clause, _ document: EJSONObject) -> Bool {
         switch clause {
         case .and(let parts): return parts.allSatisfy { evaluate($0, document) }
         case .or(let parts): return parts.contains { evaluate($0, document) }
         case .nor(let parts): return !parts.contains { evaluate($0, document) }
         case .field(let path, let test):
-            return test.matches(candidates(document, path[...]))
+            // Most paths pass through objects only and reach one value (or none): tested as it
+            // is, without collecting candidates. A path that meets an array on its way fans out.
+            if let reached = directValue(document, path) { return test.matches(one: reached) }
+            return test.matches(candidates(.object(document), path[...]))
         }
+    }
+
+    /// The value `path` reaches through objects only (`.some(nil)`: missing); `nil` when an array
+    /// comes before its last segment, where every element counts (``candidates(_:_:)``).
+    static func directValue(_ document: EJSONObject, _ path: [String]) -> EJSON?? {
+        var object = document
+        for (i, key) in path.enumerated() {
+            guard let next = object[key] else { return .some(nil) }
+            if i == path.count - 1 { return .some(next) }
+            switch next {
+            case .object(let inner): object = inner
+            case .array: return nil
+            default: return .some(nil)
+            }
+        }
+        return .some(.object(document))
     }
 
     /// The values a dotted path reaches: a path through an array reaches into each element
@@ -163,11 +193,23 @@ extension Selector.FieldTest {
     func matches(_ values: [EJSON?]) -> Bool {
         switch self {
         case .notEquals(let v): return !Self.equals(v).matches(values)
-        case .notIn(let vs): return !Self.in(Selector.MemberSet(vs)).matches(values)
+        case .notIn(let set): return !Self.in(set).matches(values)
         case .not(let inner): return !inner.matches(values)
         case .allOf(let tests): return tests.allSatisfy { $0.matches(values) }
         case .exists(let wanted): return values.contains { $0 != nil } == wanted
         default: return values.contains { matchesOne($0) }
+        }
+    }
+
+    /// `matches([value])` for the one value a path reached, without building the array.
+    func matches(one value: EJSON?) -> Bool {
+        switch self {
+        case .notEquals(let v): return !Self.equals(v).matchesOne(value)
+        case .notIn(let set): return !Self.in(set).matchesOne(value)
+        case .not(let inner): return !inner.matches(one: value)
+        case .allOf(let tests): return tests.allSatisfy { $0.matches(one: value) }
+        case .exists(let wanted): return (value != nil) == wanted
+        default: return matchesOne(value)
         }
     }
 
@@ -211,7 +253,7 @@ extension Selector.FieldTest {
                 return false
             }
         case .notEquals, .notIn, .not, .allOf, .exists:
-            return matches([value])
+            return matches(one: value)
         }
     }
 }
