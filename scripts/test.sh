@@ -7,6 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
+# Formatting: the toolchain's swift-format with the checked-in .swift-format; fix with
+# `swift format format -i -r Sources Tests Fuzz Package.swift`.
+swift format lint --strict -r Sources Tests Fuzz Package.swift
+
 swift build --build-tests
 mkdir -p .build
 swift test --disable-xctest 2>&1 | tee .build/test-output.txt

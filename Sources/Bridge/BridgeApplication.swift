@@ -33,11 +33,14 @@ public enum BridgeApplication {
         // requests; Hummingbird leaves a connection alone while its response (a stream) is running.
         // Probes are answered on the event loop when they can be (see ProbeFastPath).
         let metrics = registry.metrics
-        let server = HTTPServerBuilder.http1(configuration: .init(
-            additionalChannelHandlers: [ProbeFastPath(answer: routes.probeAnswer) { path, status in
-                metrics.countRequest(route: path, status: Int(status.code))
-            }],
-            idleTimeout: TimeAmount(configuration.readTimeout)))
+        let server = HTTPServerBuilder.http1(
+            configuration: .init(
+                additionalChannelHandlers: [
+                    ProbeFastPath(answer: routes.probeAnswer) { path, status in
+                        metrics.countRequest(route: path, status: Int(status.code))
+                    }
+                ],
+                idleTimeout: TimeAmount(configuration.readTimeout)))
         let application = Application(
             router: router, server: server, configuration: http, services: [registry, probe], onServerRunning: onServerRunning,
             logger: logger)

@@ -306,7 +306,9 @@ public actor DDPClient {
     }
 
     /// Meteor's `createUser`: signs up and logs the connection in.
-    public func createUser(username: String?, email: String?, password: String, profile: EJSON? = nil, timeout: Duration? = nil) async throws -> LoginResult {
+    public func createUser(username: String?, email: String?, password: String, profile: EJSON? = nil, timeout: Duration? = nil) async throws
+        -> LoginResult
+    {
         let parameter = LoginRequest.createUser(username: username, email: email, password: password, profile: profile)
         let value = try await awaitMethod(completion: .dataVisible, timeout: timeout) { $0.createUser(parameter) }
         guard let result = LoginResult(value) else { throw DDPError.meteor(500, "createUser returned no user id and token") }

@@ -21,7 +21,8 @@ struct BridgeProcess: Sendable {
     /// Resident memory of a process, from `/proc`; 0 when it is gone.
     static func rssKiB(_ pid: Int32) -> Int {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
         return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
     }
 
@@ -33,9 +34,12 @@ struct BridgeProcess: Sendable {
         // DDP_BENCH_WRAP runs the bridge under a profiler, e.g. "valgrind --tool=massif".
         let wrapper = ProcessInfo.processInfo.environment["DDP_BENCH_WRAP"].map { $0.split(separator: " ").map(String.init) } ?? []
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = wrapper + [try binary(), "serve", "--upstream", upstream, "--port", "0", "--log-level", "notice", "--public-dir", "none",
-                                       "--max-sessions", "100000", "--max-sessions-per-address", "100000", "--login-rate-limit", "1000000",
-                                       "--session-rate-limit", "1000000"] + extra
+        process.arguments =
+            wrapper + [
+                try binary(), "serve", "--upstream", upstream, "--port", "0", "--log-level", "notice", "--public-dir", "none",
+                "--max-sessions", "100000", "--max-sessions-per-address", "100000", "--login-rate-limit", "1000000",
+                "--session-rate-limit", "1000000"
+            ] + extra
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe

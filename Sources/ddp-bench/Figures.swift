@@ -16,8 +16,10 @@ struct Figure: Codable, Sendable {
     var ratio: Double?
     var note: String?
 
-    init(_ section: String, _ name: String, _ value: Double, _ unit: String,
-         baseline: String? = nil, baselineValue: Double? = nil, note: String? = nil) {
+    init(
+        _ section: String, _ name: String, _ value: Double, _ unit: String,
+        baseline: String? = nil, baselineValue: Double? = nil, note: String? = nil
+    ) {
         self.section = section
         self.name = name
         self.value = value

@@ -63,7 +63,10 @@ enum LoadRun {
                     let milliseconds = (ContinuousClock.now - start).seconds * 1000
                     guard reply.status == 200 else { throw BenchError("/healthz answered \(reply.status)") }
                     let rss = bridge.rssKiB
-                    samples.withLockedValue { $0.latencies.append(milliseconds); $0.peakKiB = max($0.peakKiB, rss) }
+                    samples.withLockedValue {
+                        $0.latencies.append(milliseconds)
+                        $0.peakKiB = max($0.peakKiB, rss)
+                    }
                     try await Task.sleep(for: .milliseconds(25))
                 }
             }
@@ -75,8 +78,9 @@ enum LoadRun {
         let consumers = NIOLockedValueBox<[(token: String, stream: SSEConsumer)]>([])
         try await forEachBounded(plan.slowConsumers, concurrency: 16) { _ in
             let token = try await HTTP.session(port: port)
-            let sub = try await HTTP.request(port: port, .POST, "/v1/subscriptions", token: token,
-                                             body: #"{"name":"ticker","params":[\#(plan.tickRate),0]}"#)
+            let sub = try await HTTP.request(
+                port: port, .POST, "/v1/subscriptions", token: token,
+                body: #"{"name":"ticker","params":[\#(plan.tickRate),0]}"#)
             guard sub.status == 201 else { throw BenchError("a ticker subscription failed: \(sub.status) \(sub.body)") }
             let stream = try await SSEConsumer.open(port: port, "/v1/events?collections=ticks", token: token, counting: "changed", slow: true)
             stream.readOnce()

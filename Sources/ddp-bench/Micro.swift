@@ -10,7 +10,7 @@ enum Micro {
     static let frames: [String] = [
         #"{"msg":"added","collection":"tasks","id":"task-a1","fields":{"text":"alice inbox task","listId":"inbox","owner":"vEjSEFLq7wmvpsNB3","done":false,"createdAt":{"$date":1704067200000}}}"#,
         #"{"msg":"changed","collection":"ticks","id":"t1","fields":{"n":12345}}"#,
-        #"{"msg":"result","id":"m1","result":{"id":"bkiPSWzk5wGxu3TZY","token":"sSUnyZm3P1HqrTpAgMS5VdripOUvG5rxeJk-KkCPtqn","tokenExpires":{"$date":1803087863077},"type":"password"}}"#,
+        #"{"msg":"result","id":"m1","result":{"id":"bkiPSWzk5wGxu3TZY","token":"sSUnyZm3P1HqrTpAgMS5VdripOUvG5rxeJk-KkCPtqn","tokenExpires":{"$date":1803087863077},"type":"password"}}"#
     ]
 
     static func run(secondsPerRun: Double, runs: Int) throws -> [Figure] {
@@ -43,12 +43,15 @@ enum Micro {
         let foundationParse = try rate(perCall: frames.count) {
             for data in frameData where try JSONSerialization.jsonObject(with: data) is NSDictionary { sink &+= 1 }
         }
-        figures.append(Figure("micro", "EJSON parse + DDP decode", parse, "msg/s", baseline: "JSONSerialization parse only", baselineValue: foundationParse))
+        figures.append(
+            Figure("micro", "EJSON parse + DDP decode", parse, "msg/s", baseline: "JSONSerialization parse only", baselineValue: foundationParse))
         let encode = rate(perCall: frames.count) { for message in decoded { sink &+= message.encode().count } }
         let foundationEncode = try rate(perCall: frames.count) {
             for object in foundationObjects { sink &+= try JSONSerialization.data(withJSONObject: object).count }
         }
-        figures.append(Figure("micro", "DDP encode + EJSON serialize", encode, "msg/s", baseline: "JSONSerialization serialize", baselineValue: foundationEncode))
+        figures.append(
+            Figure("micro", "DDP encode + EJSON serialize", encode, "msg/s", baseline: "JSONSerialization serialize", baselineValue: foundationEncode)
+        )
 
         // Cache apply: a changed message on a cached document (the ticker's path).
         var cache = DocumentCache()
@@ -61,7 +64,10 @@ enum Micro {
 
         // Selector match over a task document.
         let selector = try Selector(try EJSONParser.parse(#"{"listId":"inbox","done":{"$ne":true},"text":{"$in":["a","alice inbox task"]}}"#))
-        guard case .object(let document)? = try? EJSONParser.parse(#"{"_id":"task-a1","text":"alice inbox task","listId":"inbox","owner":"vEjSEFLq7wmvpsNB3","done":false}"#) else {
+        guard
+            case .object(let document)? = try? EJSONParser.parse(
+                #"{"_id":"task-a1","text":"alice inbox task","listId":"inbox","owner":"vEjSEFLq7wmvpsNB3","done":false}"#)
+        else {
             throw BenchError("the selector benchmark's document did not parse")
         }
         let match = rate(perCall: 100) { for _ in 0..<100 where selector.matches(document) { sink &+= 1 } }

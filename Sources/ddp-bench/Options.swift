@@ -53,7 +53,9 @@ struct BenchOptions {
         }
         func count(_ name: String, _ most: Int) throws(Invalid) -> Int {
             let text = try value(name)
-            guard let n = Int(text), n >= 1, n <= most else { throw Invalid(description: "\(name) must be a whole number from 1 to \(most), got '\(text)'") }
+            guard let n = Int(text), n >= 1, n <= most else {
+                throw Invalid(description: "\(name) must be a whole number from 1 to \(most), got '\(text)'")
+            }
             return n
         }
         while let argument = rest.popFirst() {
@@ -67,7 +69,8 @@ struct BenchOptions {
                 let named = try value(argument).split(separator: ",").map(String.init)
                 let unknown = named.filter { !Self.allParts.contains($0) }
                 guard unknown.isEmpty, !named.isEmpty else {
-                    throw Invalid(description: "--only takes parts of \(Self.allParts.joined(separator: ",")); unknown: \(unknown.joined(separator: ","))")
+                    throw Invalid(
+                        description: "--only takes parts of \(Self.allParts.joined(separator: ",")); unknown: \(unknown.joined(separator: ","))")
                 }
                 parts = Set(named)
             case "--sessions": sessions = try count(argument, 100_000)

@@ -1,10 +1,10 @@
-import NIOHTTP1
 import DDP
 import DDPClient
 import Foundation
 import Hummingbird
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 
 /// REST throughput with `wrk` (a second process), against a bare Hummingbird route returning
 /// the same bytes and against direct DDP method calls to the same upstream.
@@ -38,14 +38,17 @@ enum RESTBench {
             throw BenchError("wrk saw error answers (\(errors.trimmingCharacters(in: .whitespaces))) from \(url)")
         }
         func latency(_ label: String) -> Double {
-            guard let line = output.split(separator: "\n").first(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix(label) }) else { return 0 }
+            guard let line = output.split(separator: "\n").first(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix(label) }) else {
+                return 0
+            }
             let text = line.split(separator: " ", omittingEmptySubsequences: true).last.map(String.init) ?? ""
             for (unit, scale) in [("us", 0.001), ("ms", 1.0), ("s", 1000.0)] where text.hasSuffix(unit) {
                 return (Double(text.dropLast(unit.count)) ?? 0) * scale
             }
             return 0
         }
-        let rps = output.split(separator: "\n").first { $0.hasPrefix("Requests/sec:") }
+        let rps =
+            output.split(separator: "\n").first { $0.hasPrefix("Requests/sec:") }
             .flatMap { Double($0.split(separator: " ").last.map(String.init) ?? "") } ?? 0
         return Load(requestsPerSecond: rps, p50: latency("50%"), p99: latency("99%"))
     }
@@ -85,8 +88,9 @@ enum RESTBench {
             router.get(RouterPath(path)) { _, _ in
                 Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: bytes))
             }
-            return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: onRunning,
-                               logger: quietLogger)
+            return Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: onRunning,
+                logger: quietLogger)
         }
     }
 }

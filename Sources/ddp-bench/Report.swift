@@ -12,7 +12,8 @@ enum Report {
     }
 
     static var machine: String {
-        let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+        let cpu =
+            (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
             .split(separator: "\n").first { $0.hasPrefix("model name") }
             .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" } ?? "unknown CPU"
         return "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
@@ -71,7 +72,8 @@ enum Report {
     }
 
     static func markdown(_ document: Document) -> String {
-        var out = "Benchmarks \(document.smoke ? "(smoke run: figures meaningless) " : "")— \(document.date), commit `\(document.commit)`, \(document.machine)\n\n"
+        var out =
+            "Benchmarks \(document.smoke ? "(smoke run: figures meaningless) " : "")— \(document.date), commit `\(document.commit)`, \(document.machine)\n\n"
         if !document.targets.isEmpty {
             out += "| target | goal | measured | met |\n|---|---|---|---|\n"
             for target in document.targets {
@@ -89,7 +91,10 @@ enum Report {
 
     /// Each target's score (measured over goal; 1 = just met) as a horizontal bar, the goal as a line.
     static func plot(_ document: Document) -> String {
-        let width = 1040.0, rowHeight = 34.0, left = 420.0, right = 300.0
+        let width = 1040.0
+        let rowHeight = 34.0
+        let left = 420.0
+        let right = 300.0
         let height = 70 + rowHeight * Double(max(document.targets.count, 1))
         let maxScore = max(2, (document.targets.map(\.score).max() ?? 1).rounded(.up))
         let scale = (width - left - right) / maxScore

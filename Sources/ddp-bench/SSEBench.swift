@@ -1,10 +1,10 @@
-import NIOWebSocket
-import NIOHTTP1
 import DDP
 import DDPClient
 import DDPServer
 import Foundation
 import NIOConcurrencyHelpers
+import NIOHTTP1
+import NIOWebSocket
 import WSClient
 
 /// SSE throughput and latency, each against the same upstream read directly in the same run.
@@ -35,7 +35,9 @@ enum SSEBench {
             }
             try? await outbound.close(.normalClosure, reason: nil)
         }
-        guard let (added, seconds) = result.withLockedValue({ $0 }), added == count else { throw BenchError("the raw reader did not see \(count) documents") }
+        guard let (added, seconds) = result.withLockedValue({ $0 }), added == count else {
+            throw BenchError("the raw reader did not see \(count) documents")
+        }
         return Double(added) / seconds
     }
 
@@ -91,8 +93,9 @@ enum SSEBench {
         defer { for stream in streams { stream.close() } }
         for stream in streams { try await stream.waitUntilOpen() }
         let start = ContinuousClock.now
-        let reply = try await HTTP.request(port: bridgePort, .POST, "/v1/subscriptions", token: token,
-                                           body: #"{"name":"bulk","params":[\#(count)],"wait":false,"timeout":120000}"#)
+        let reply = try await HTTP.request(
+            port: bridgePort, .POST, "/v1/subscriptions", token: token,
+            body: #"{"name":"bulk","params":[\#(count)],"wait":false,"timeout":120000}"#)
         guard reply.status == 201 || reply.status == 200 else { throw BenchError("subscribe failed: \(reply.status) \(reply.body)") }
         let deadline = ContinuousClock.now + .seconds(180)
         while streams.contains(where: { $0.snapshot.counted < count }) {
@@ -116,8 +119,9 @@ enum SSEBench {
         let stream = try await SSEConsumer.open(port: bridgePort, "/v1/events?collections=ticks", token: token, counting: "changed", stampField: true)
         defer { stream.close() }
         try await stream.waitUntilOpen()
-        let reply = try await HTTP.request(port: bridgePort, .POST, "/v1/subscriptions", token: token,
-                                           body: #"{"name":"ticker","params":[\#(rate),\#(count),true],"wait":false}"#)
+        let reply = try await HTTP.request(
+            port: bridgePort, .POST, "/v1/subscriptions", token: token,
+            body: #"{"name":"ticker","params":[\#(rate),\#(count),true],"wait":false}"#)
         guard reply.status == 201 || reply.status == 200 else { throw BenchError("subscribe failed: \(reply.status) \(reply.body)") }
         // Changes may be consolidated into fewer events; wait for the last one (its `n` is `count`).
         let deadline = ContinuousClock.now + .seconds(Double(count) / Double(rate) + 30)
@@ -126,7 +130,10 @@ enum SSEBench {
         while ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
             let seen = stream.snapshot.counted
-            if seen != last { last = seen; quietSince = .now }
+            if seen != last {
+                last = seen
+                quietSince = .now
+            }
             if seen > 0, ContinuousClock.now - quietSince > .milliseconds(500) { break }
         }
         _ = try? await HTTP.request(port: bridgePort, .DELETE, "/v1/session", token: token)

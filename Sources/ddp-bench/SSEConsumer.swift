@@ -32,7 +32,9 @@ final class SSEConsumer: Sendable {
     /// Opens `GET path` and counts events named `counting`; with `stampField`, records for each
     /// such event the microseconds between the stamp in its data and its arrival.
     /// With `slow`, the socket is read only when ``readOnce()`` is called (a consumer that falls behind).
-    static func open(port: Int, _ path: String, token: String, counting: String, stampField: Bool = false, slow: Bool = false) async throws -> SSEConsumer {
+    static func open(port: Int, _ path: String, token: String, counting: String, stampField: Bool = false, slow: Bool = false) async throws
+        -> SSEConsumer
+    {
         let handlerBox = NIOLockedValueBox<SSEHandler?>(nil)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.autoRead, value: !slow)

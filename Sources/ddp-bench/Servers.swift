@@ -48,7 +48,9 @@ struct RunningServer: Sendable {
     let group: ServiceGroup
     let task: Task<Void, any Error>
 
-    static func start<A: ApplicationProtocol>(_ make: (@escaping @Sendable (any Channel) async -> Void) -> A, extra: [any Service] = []) async throws -> RunningServer {
+    static func start<A: ApplicationProtocol>(_ make: (@escaping @Sendable (any Channel) async -> Void) -> A, extra: [any Service] = []) async throws
+        -> RunningServer
+    {
         let (ports, sink) = AsyncStream<Int>.makeStream()
         let application = make { channel in sink.yield(channel.localAddress?.port ?? 0) }
         let group = ServiceGroup(configuration: .init(services: [application] + extra, logger: quietLogger))

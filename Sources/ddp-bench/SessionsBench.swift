@@ -1,7 +1,7 @@
-import NIOHTTP1
 import DDP
 import Foundation
 import NIOConcurrencyHelpers
+import NIOHTTP1
 
 /// Session scale: the bridge as its own process (so its memory is its own), sessions opened
 /// against it, each with one subscription and one open event stream.

@@ -1,7 +1,7 @@
 import DDP
-import NIOHTTP1
 import DDPServer
 import Foundation
+import NIOHTTP1
 
 // The benchmark harness (`ddp-bench --help` says how to run it). Each part gets fresh servers;
 // a part that fails is reported and the others still run; the exit status says whether all ran.
@@ -66,7 +66,10 @@ await part("sse") {
     let fanCount = smoke ? 200 : 20_000
     let fanConsumers = smoke ? 10 : 100
     say("SSE throughput: bulk of \(count) documents, raw WebSocket vs the bridge, \(runs) runs…")
-    var raw: [Double] = [], client: [Double] = [], one: [Double] = [], fan: [Double] = []
+    var raw: [Double] = []
+    var client: [Double] = []
+    var one: [Double] = []
+    var fan: [Double] = []
     for _ in 0..<runs {
         raw.append(try await SSEBench.rawBulkRate(url: upstreamURL, count: count))
         client.append(try await SSEBench.clientBulkRate(url: upstreamURL, count: count))
@@ -75,17 +78,27 @@ await part("sse") {
     }
     let rawRate = Stats.median(raw)
     figures.append(Figure("sse", "raw WebSocket frames received (baseline)", rawRate, "events/s"))
-    figures.append(Figure("sse", "project's DDP client (parse + cache)", Stats.median(client), "events/s",
-                          baseline: "raw WebSocket", baselineValue: rawRate))
-    figures.append(Figure("sse", "SSE, 1 consumer", Stats.median(one), "events/s",
-                          baseline: "project's DDP client", baselineValue: Stats.median(client)))
-    figures.append(Figure("sse", "SSE, \(fanConsumers) consumers of one session (aggregate)", Stats.median(fan), "events/s",
-                          note: "\(fanCount) documents to each consumer"))
+    figures.append(
+        Figure(
+            "sse", "project's DDP client (parse + cache)", Stats.median(client), "events/s",
+            baseline: "raw WebSocket", baselineValue: rawRate))
+    figures.append(
+        Figure(
+            "sse", "SSE, 1 consumer", Stats.median(one), "events/s",
+            baseline: "project's DDP client", baselineValue: Stats.median(client)))
+    figures.append(
+        Figure(
+            "sse", "SSE, \(fanConsumers) consumers of one session (aggregate)", Stats.median(fan), "events/s",
+            note: "\(fanCount) documents to each consumer"))
     let ratio = Stats.median(one) / Stats.median(client)
-    targets.append(Target(name: "SSE to 1 consumer vs the project's DDP client ingest", goal: "≥ 85%",
-                          measured: String(format: "%.0f%%", ratio * 100), score: ratio / 0.85))
-    targets.append(Target(name: "\(fanConsumers) consumers of one session, aggregate", goal: "≥ 1,000,000 events/s",
-                          measured: "\(Report.number(Stats.median(fan))) events/s", score: Stats.median(fan) / 1_000_000))
+    targets.append(
+        Target(
+            name: "SSE to 1 consumer vs the project's DDP client ingest", goal: "≥ 85%",
+            measured: String(format: "%.0f%%", ratio * 100), score: ratio / 0.85))
+    targets.append(
+        Target(
+            name: "\(fanConsumers) consumers of one session, aggregate", goal: "≥ 1,000,000 events/s",
+            measured: "\(Report.number(Stats.median(fan))) events/s", score: Stats.median(fan) / 1_000_000))
 }
 
 await part("latency") {
@@ -94,7 +107,8 @@ await part("latency") {
         let count = smoke ? rate / 10 : rate * 3
         say("SSE latency at \(rate) changes/s (\(count) changes), \(runs) runs each…")
         // Alternating runs; each percentile is the median over the runs (single runs are noisy here).
-        var raw: [[Double]] = [], through: [[Double]] = []
+        var raw: [[Double]] = []
+        var through: [[Double]] = []
         for _ in 0..<runs {
             raw.append(try await SSEBench.rawTickerLatencies(url: upstreamURL, rate: rate, count: count).sorted())
             through.append(try await SSEBench.bridgeTickerLatencies(bridgePort: bridge.port, rate: rate, count: count).sorted())
@@ -102,15 +116,19 @@ await part("latency") {
         func percentile(_ runs: [[Double]], _ p: Double) -> Double { Stats.median(runs.map { Stats.percentile($0, p) }) / 1000 }
         for (name, samples) in [("raw WebSocket", raw), ("through the bridge (SSE)", through)] {
             for p in [50.0, 99.0, 99.9] {
-                figures.append(Figure("latency", "\(rate)/s \(name) p\(p == 99.9 ? "99.9" : String(Int(p)))", percentile(samples, p), "ms",
-                                      note: "\(samples.map(\.count).reduce(0, +)) samples in \(runs) runs"))
+                figures.append(
+                    Figure(
+                        "latency", "\(rate)/s \(name) p\(p == 99.9 ? "99.9" : String(Int(p)))", percentile(samples, p), "ms",
+                        note: "\(samples.map(\.count).reduce(0, +)) samples in \(runs) runs"))
             }
         }
         let added = percentile(through, 99) - percentile(raw, 99)
         figures.append(Figure("latency", "\(rate)/s p99 added by the bridge", added, "ms", note: "bridge p99 − raw p99"))
-        targets.append(Target(name: "p99 latency added at \(Report.number(Double(rate))) changes/s", goal: "≤ 1 ms",
-                              measured: String(format: "%.2f ms (bridge p99 %.2f ms)", added, percentile(through, 99)),
-                              score: 1 / max(added, 0.01)))
+        targets.append(
+            Target(
+                name: "p99 latency added at \(Report.number(Double(rate))) changes/s", goal: "≤ 1 ms",
+                measured: String(format: "%.2f ms (bridge p99 %.2f ms)", added, percentile(through, 99)),
+                score: 1 / max(added, 0.01)))
     }
 }
 
@@ -127,9 +145,13 @@ await part("rest") {
     let document = try await HTTP.request(port: bridge.port, .GET, docPath, token: token)
     let bare = try await RESTBench.bareServer(path: docPath, body: document.body)
     let script = FileManager.default.temporaryDirectory.appendingPathComponent("ddp-bench-post.lua").path
-    try #"wrk.method = "POST"; wrk.body = '["x"]'; wrk.headers["Content-Type"] = "application/json""#.write(toFile: script, atomically: true, encoding: .utf8)
-    var bareRuns: [RESTBench.Load] = [], docRuns: [RESTBench.Load] = [], queryRuns: [RESTBench.Load] = []
-    var methodRuns: [RESTBench.Load] = [], directRuns: [RESTBench.Load] = []
+    try #"wrk.method = "POST"; wrk.body = '["x"]'; wrk.headers["Content-Type"] = "application/json""#.write(
+        toFile: script, atomically: true, encoding: .utf8)
+    var bareRuns: [RESTBench.Load] = []
+    var docRuns: [RESTBench.Load] = []
+    var queryRuns: [RESTBench.Load] = []
+    var methodRuns: [RESTBench.Load] = []
+    var directRuns: [RESTBench.Load] = []
     let query = "/v1/collections/bulk?selector=%7B%22group%22%3A%22g3%22%7D&limit=1000"
     for _ in 0..<runs {
         bareRuns.append(try RESTBench.wrk("http://127.0.0.1:\(bare.port)\(docPath)", seconds: seconds))
@@ -140,18 +162,21 @@ await part("rest") {
     }
     await bare.stop()
     func medianLoad(_ loads: [RESTBench.Load]) -> RESTBench.Load {
-        RESTBench.Load(requestsPerSecond: Stats.median(loads.map(\.requestsPerSecond)), p50: Stats.median(loads.map(\.p50)), p99: Stats.median(loads.map(\.p99)))
+        RESTBench.Load(
+            requestsPerSecond: Stats.median(loads.map(\.requestsPerSecond)), p50: Stats.median(loads.map(\.p50)), p99: Stats.median(loads.map(\.p99)))
     }
     let rows: [(String, RESTBench.Load, String?, RESTBench.Load?)] = [
         ("bare Hummingbird route, same bytes (HTTP ceiling)", medianLoad(bareRuns), nil, nil),
         ("GET one cached document", medianLoad(docRuns), "bare route", medianLoad(bareRuns)),
         ("GET selector query over 1,000 documents (100 match)", medianLoad(queryRuns), "bare route", medianLoad(bareRuns)),
         ("direct DDP method calls, one connection (upstream ceiling)", medianLoad(directRuns), nil, nil),
-        ("POST method call", medianLoad(methodRuns), "direct DDP calls", medianLoad(directRuns)),
+        ("POST method call", medianLoad(methodRuns), "direct DDP calls", medianLoad(directRuns))
     ]
     for (name, load, baselineName, baseline) in rows {
-        figures.append(Figure("rest", name, load.requestsPerSecond, "req/s", baseline: baselineName, baselineValue: baseline?.requestsPerSecond,
-                              note: String(format: "p50 %.2f ms, p99 %.2f ms", load.p50, load.p99)))
+        figures.append(
+            Figure(
+                "rest", name, load.requestsPerSecond, "req/s", baseline: baselineName, baselineValue: baseline?.requestsPerSecond,
+                note: String(format: "p50 %.2f ms, p99 %.2f ms", load.p50, load.p99)))
     }
     let bareRate = medianLoad(bareRuns).requestsPerSecond
     let directRate = medianLoad(directRuns).requestsPerSecond
@@ -161,12 +186,18 @@ await part("rest") {
     let docRatio = medianLoad(docRuns).requestsPerSecond / bareRate
     let queryRatio = medianLoad(queryRuns).requestsPerSecond / bareRate
     let methodRatio = medianLoad(methodRuns).requestsPerSecond / composed
-    targets.append(Target(name: "GET one cached document vs bare Hummingbird route", goal: "≥ 85%",
-                          measured: String(format: "%.0f%%", docRatio * 100), score: docRatio / 0.85))
-    targets.append(Target(name: "GET selector query (1,000 documents, 100 match) vs bare route", goal: "≥ 25%",
-                          measured: String(format: "%.1f%%", queryRatio * 100), score: queryRatio / 0.25))
-    targets.append(Target(name: "POST method call vs composed ceiling", goal: "≥ 85%",
-                          measured: String(format: "%.0f%%", methodRatio * 100), score: methodRatio / 0.85))
+    targets.append(
+        Target(
+            name: "GET one cached document vs bare Hummingbird route", goal: "≥ 85%",
+            measured: String(format: "%.0f%%", docRatio * 100), score: docRatio / 0.85))
+    targets.append(
+        Target(
+            name: "GET selector query (1,000 documents, 100 match) vs bare route", goal: "≥ 25%",
+            measured: String(format: "%.1f%%", queryRatio * 100), score: queryRatio / 0.25))
+    targets.append(
+        Target(
+            name: "POST method call vs composed ceiling", goal: "≥ 85%",
+            measured: String(format: "%.0f%%", methodRatio * 100), score: methodRatio / 0.85))
 }
 
 await bridge.stop()
@@ -178,16 +209,24 @@ await part("sessions") {
     for count in smoke ? [20] : (options.sessions.map { [$0] } ?? [1_000, 5_000]) {
         say("sessions: \(count), each with a subscription and an open stream (the bridge as its own process)…")
         let result = try await SessionsBench.run(upstream: upstreamURL, sessions: count)
-        figures.append(Figure("sessions", "\(count) sessions: memory per session", result.kibPerSession, "KiB",
-                              note: "RSS \(result.rssBeforeKiB / 1024) → \(result.rssAfterKiB / 1024) MiB"))
-        figures.append(Figure("sessions", "\(count) sessions: time to open", result.secondsToOpen, "s",
-                              note: String(format: "%.0f sessions/s (32 at a time)", Double(count) / result.secondsToOpen)))
+        figures.append(
+            Figure(
+                "sessions", "\(count) sessions: memory per session", result.kibPerSession, "KiB",
+                note: "RSS \(result.rssBeforeKiB / 1024) → \(result.rssAfterKiB / 1024) MiB"))
+        figures.append(
+            Figure(
+                "sessions", "\(count) sessions: time to open", result.secondsToOpen, "s",
+                note: String(format: "%.0f sessions/s (32 at a time)", Double(count) / result.secondsToOpen)))
         if count == 5_000 || smoke {
             let perSecond = Double(count) / result.secondsToOpen
-            targets.append(Target(name: "memory per idle session (sub + stream), \(count) sessions", goal: "≤ 48 KiB",
-                                  measured: String(format: "%.1f KiB", result.kibPerSession), score: 48 / max(result.kibPerSession, 0.1)))
-            targets.append(Target(name: "opening sessions (sub + stream), \(count) sessions", goal: "≥ 1,000/s",
-                                  measured: String(format: "%.0f/s", perSecond), score: perSecond / 1_000))
+            targets.append(
+                Target(
+                    name: "memory per idle session (sub + stream), \(count) sessions", goal: "≤ 48 KiB",
+                    measured: String(format: "%.1f KiB", result.kibPerSession), score: 48 / max(result.kibPerSession, 0.1)))
+            targets.append(
+                Target(
+                    name: "opening sessions (sub + stream), \(count) sessions", goal: "≥ 1,000/s",
+                    measured: String(format: "%.0f/s", perSecond), score: perSecond / 1_000))
         }
     }
 }
@@ -206,23 +245,37 @@ await part("load") {
     let outcome = try await LoadRun.run(upstream: upstreamURL, plan: plan)
     let health = outcome.healthSamples.sorted()
     let over = health.filter { $0 > 100 }.count
-    let setting = "\(plan.sessions) sessions opened and closed, \(plan.slowConsumers) slow consumers of \(plan.tickRate) changes/s each"
+    let setting =
+        "\(plan.sessions) sessions opened and closed, \(plan.slowConsumers) slow consumers of \(plan.tickRate) changes/s each"
         + (plan.niceGenerator ? "; load generator at nice 10" : "; load generator at the bridge's priority")
     figures.append(Figure("load", "/healthz p50 under load", Stats.percentile(health, 50), "ms", note: setting))
     figures.append(Figure("load", "/healthz p99 under load", Stats.percentile(health, 99), "ms", note: "\(health.count) probes, every 25 ms"))
     figures.append(Figure("load", "/healthz slowest under load", health.max() ?? 0, "ms", note: "\(over) of \(health.count) over 100 ms"))
-    figures.append(Figure("load", "sessions opened and closed per second", outcome.sessionsPerSecond, "sessions/s", note: "32 clients on kept-alive connections"))
-    figures.append(Figure("load", "bridge RSS at peak", outcome.rssPeakMiB, "MiB",
-                          note: String(format: "before %.0f MiB, after closing %.0f MiB; bound %d MiB", outcome.rssBeforeMiB, outcome.rssAfterMiB, plan.memoryBoundMiB)))
-    figures.append(Figure("load", "slow consumers cut off", Double(outcome.consumersCut), "streams",
-                          note: String(format: "%d events read by them in %.0f s", outcome.eventsRead, outcome.seconds)))
+    figures.append(
+        Figure("load", "sessions opened and closed per second", outcome.sessionsPerSecond, "sessions/s", note: "32 clients on kept-alive connections")
+    )
+    figures.append(
+        Figure(
+            "load", "bridge RSS at peak", outcome.rssPeakMiB, "MiB",
+            note: String(
+                format: "before %.0f MiB, after closing %.0f MiB; bound %d MiB", outcome.rssBeforeMiB, outcome.rssAfterMiB, plan.memoryBoundMiB)))
+    figures.append(
+        Figure(
+            "load", "slow consumers cut off", Double(outcome.consumersCut), "streams",
+            note: String(format: "%d events read by them in %.0f s", outcome.eventsRead, outcome.seconds)))
     let slowest = health.max() ?? 0
-    targets.append(Target(name: "sessions opened and closed in one run", goal: "10,000",
-                          measured: Report.number(Double(plan.sessions)), score: Double(plan.sessions) / 10_000))
-    targets.append(Target(name: "/healthz under load (slowest of \(health.count))", goal: "≤ 100 ms",
-                          measured: String(format: "%.1f ms", slowest), score: 100 / max(slowest, 0.1)))
-    targets.append(Target(name: "bridge RSS under load (peak)", goal: "≤ \(plan.memoryBoundMiB) MiB",
-                          measured: String(format: "%.0f MiB", outcome.rssPeakMiB), score: Double(plan.memoryBoundMiB) / max(outcome.rssPeakMiB, 1)))
+    targets.append(
+        Target(
+            name: "sessions opened and closed in one run", goal: "10,000",
+            measured: Report.number(Double(plan.sessions)), score: Double(plan.sessions) / 10_000))
+    targets.append(
+        Target(
+            name: "/healthz under load (slowest of \(health.count))", goal: "≤ 100 ms",
+            measured: String(format: "%.1f ms", slowest), score: 100 / max(slowest, 0.1)))
+    targets.append(
+        Target(
+            name: "bridge RSS under load (peak)", goal: "≤ \(plan.memoryBoundMiB) MiB",
+            measured: String(format: "%.0f MiB", outcome.rssPeakMiB), score: Double(plan.memoryBoundMiB) / max(outcome.rssPeakMiB, 1)))
 }
 
 await upstream.stop()

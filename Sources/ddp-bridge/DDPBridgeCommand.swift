@@ -20,7 +20,9 @@ struct DDPBridgeCommand: AsyncParsableCommand {
 
 /// The process logger at the level a command was given.
 func makeLogger(_ level: String) throws -> Logger {
-    guard let parsed = Logger.Level(rawValue: level) else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
+    guard let parsed = Logger.Level(rawValue: level) else {
+        throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+    }
     var logger = Logger(label: "ddp-bridge")
     logger.logLevel = parsed
     return logger

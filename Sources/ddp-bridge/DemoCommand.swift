@@ -14,7 +14,8 @@ struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
         abstract: "Run the bridge on an embedded demo DDP server with sample data (no Meteor app needed).",
-        discussion: "Settings, as for serve (each also read from its DDP_BRIDGE_ variable; a flag wins over it; the upstream is the demo's own, and it logs at notice unless told otherwise):\n"
+        discussion:
+            "Settings, as for serve (each also read from its DDP_BRIDGE_ variable; a flag wins over it; the upstream is the demo's own, and it logs at notice unless told otherwise):\n"
             + Settings.helpText(excluding: ["upstream"])
     )
 
@@ -24,7 +25,8 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(help: "Also follow the demo publications and print their live changes.")
     var watch = false
 
-    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("The bridge's settings as --name value, as for serve (listed below).", valueName: "settings"))
+    @Argument(
+        parsing: .allUnrecognized, help: ArgumentHelp("The bridge's settings as --name value, as for serve (listed below).", valueName: "settings"))
     var arguments: [String] = []
 
     /// What the demo sets unless told otherwise: quieter logs.
@@ -37,7 +39,9 @@ struct DemoCommand: AsyncParsableCommand {
         let settings: Settings
         do throws(Settings.Invalid) {
             flags = try Settings.flags(from: arguments)
-            guard flags["upstream"] == nil else { throw Settings.Invalid(description: "--upstream: the demo runs its own DDP server; use serve for another") }
+            guard flags["upstream"] == nil else {
+                throw Settings.Invalid(description: "--upstream: the demo runs its own DDP server; use serve for another")
+            }
             guard (0...65_535).contains(ddpPort) else { throw Settings.Invalid(description: "--ddp-port must be from 0 to 65535, got \(ddpPort)") }
             flags["upstream"] = "ws://127.0.0.1:\(ddpPort)/websocket"
             settings = try Settings(flags: flags, environment: ProcessInfo.processInfo.environment, presets: Self.presets)
@@ -54,8 +58,10 @@ struct DemoCommand: AsyncParsableCommand {
         let upstream = "ws://127.0.0.1:\(upstreamPort)/websocket"
         var bridgeConfiguration = settings.configuration
         bridgeConfiguration.upstream = upstream
-        let host = settings.host, port = settings.port
-        let consoleLine = bridgeConfiguration.publicFolder == nil
+        let host = settings.host
+        let port = settings.port
+        let consoleLine =
+            bridgeConfiguration.publicFolder == nil
             ? "web console:     not served (no console folder; see --public-dir)"
             : "web console:     open http://\(host):PORT/ in a browser"
         let (application, registry) = BridgeApplication.make(
@@ -64,7 +70,8 @@ struct DemoCommand: AsyncParsableCommand {
             logger: logger,
             onServerRunning: { channel in
                 let bound = channel.localAddress?.port ?? port
-                Self.say("""
+                Self.say(
+                    """
                     demo DDP server: \(upstream) (users alice/secret, bob/hunter2)
                     ddp-bridge:      http://\(host):\(bound)
                     \(consoleLine.replacingOccurrences(of: "PORT", with: String(bound)))

@@ -35,13 +35,16 @@ struct ServeCommand: AsyncParsableCommand {
             http: ApplicationConfiguration(address: .hostname(host, port: settings.port), serverName: "ddp-bridge"),
             logger: logger,
             onServerRunning: { channel in
-                logger.notice("ddp-bridge listening", metadata: [
-                    "address": "http://\(host):\(channel.localAddress?.port ?? settings.port)",
-                    "upstream": "\(settings.configuration.upstream)",
-                ])
+                logger.notice(
+                    "ddp-bridge listening",
+                    metadata: [
+                        "address": "http://\(host):\(channel.localAddress?.port ?? settings.port)",
+                        "upstream": "\(settings.configuration.upstream)"
+                    ])
             })
         // The grace service comes last, so it hears of a shutdown first (services stop in reverse).
-        let group = ServiceGroup(configuration: .init(services: [application, registry.shutdownGrace], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(services: [application, registry.shutdownGrace], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DDP
 import DDPClient
+import Foundation
 import Logging
 
 /// Follows publications of a real DDP server and prints the live changes.
@@ -19,12 +20,12 @@ struct WatchCommand: AsyncParsableCommand {
         guard let url = upstream ?? ProcessInfo.processInfo.environment["DDP_BRIDGE_UPSTREAM"] else {
             throw ValidationError("set --upstream or DDP_BRIDGE_UPSTREAM")
         }
-        guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else { throw ValidationError("--upstream must be a ws:// or wss:// URL, got '\(url)'") }
+        guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
+            throw ValidationError("--upstream must be a ws:// or wss:// URL, got '\(url)'")
+        }
         try await watch(url: url, options: options, logger: try makeLogger(options.logLevel))
     }
 }
-
-import Foundation
 
 /// Prints what a client reports, one line per event, as EJSON.
 struct ChangePrinter: Sendable {

@@ -1,6 +1,7 @@
 import Bridge
 import DDP
 import DDPServer
+import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -55,7 +56,9 @@ struct BridgeHarness: Sendable {
     }
 
     @discardableResult
-    func request(_ method: HTTPRequest.Method, _ uri: String, token: String? = nil, body: String? = nil, headers: HTTPFields = [:]) async throws -> Reply {
+    func request(_ method: HTTPRequest.Method, _ uri: String, token: String? = nil, body: String? = nil, headers: HTTPFields = [:]) async throws
+        -> Reply
+    {
         var headers = headers
         if let token { headers[.authorization] = "Bearer \(token)" }
         if body != nil { headers[.contentType] = "application/json" }
@@ -85,8 +88,6 @@ func expectError(_ reply: BridgeHarness.Reply, _ status: HTTPResponse.Status, _ 
 func urlEncoded(_ text: String) -> String {
     text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
 }
-
-import Foundation
 
 /// Checks `condition` every 20 ms until it holds; records an issue after `timeout`. For state
 /// the test can only observe from outside (over HTTP), where no event says it changed.

@@ -1,7 +1,9 @@
-@testable import Bridge
 import DDP
+import DDPClient
 import HTTPTypes
 import Testing
+
+@testable import Bridge
 
 /// The bridge's pure pieces, without sockets.
 @Suite struct BridgeLogicTests {
@@ -19,7 +21,10 @@ import Testing
     @Test func sharedSubscriptionsCountAndLinger() {
         var subs = SharedSubscriptions()
         var next = 0
-        func newID() -> String { next += 1; return "b\(next)" }
+        func newID() -> String {
+            next += 1
+            return "b\(next)"
+        }
         let a = subs.acquire("tasks", [], newID: newID)
         let b = subs.acquire("tasks", [], newID: newID)
         let c = subs.acquire("tasks", [["listId": "inbox"]], newID: newID)
@@ -52,17 +57,25 @@ import Testing
         for (id, n, tag) in [("a", 3, "x"), ("b", 1, "y"), ("c", 2, "x"), ("~4", 2, "y")] {
             _ = cache.apply(.added(collection: "c", id: id, fields: ["n": .int(n), "tag": .string(tag), "deep": ["k": .int(n)]]))
         }
-        let query = try DocumentQuery(selector: #"{"n":{"$gte":2}}"#, sort: #"{"n":-1,"tag":1}"#, skip: "1", limit: "2",
-                                      fields: #"{"deep.k":1,"_id":1}"#, defaultLimit: 10, maxLimit: 100)
+        let query = try DocumentQuery(
+            selector: #"{"n":{"$gte":2}}"#, sort: #"{"n":-1,"tag":1}"#, skip: "1", limit: "2",
+            fields: #"{"deep.k":1,"_id":1}"#, defaultLimit: 10, maxLimit: 100)
         let (documents, count) = query.run(on: cache.collections["c"])
         #expect(count == 3)
         #expect(documents == [["_id": "c", "deep": ["k": 2]], ["_id": 4, "deep": ["k": 2]]], "ties sort by id; ~4 is the number 4")
-        let excluding = try DocumentQuery(selector: nil, sort: #"[["n","asc"]]"#, skip: nil, limit: nil, fields: #"{"deep":0,"_id":0}"#,
-                                          defaultLimit: 1, maxLimit: 100)
+        let excluding = try DocumentQuery(
+            selector: nil, sort: #"[["n","asc"]]"#, skip: nil, limit: nil, fields: #"{"deep":0,"_id":0}"#,
+            defaultLimit: 1, maxLimit: 100)
         #expect(excluding.run(on: cache.collections["c"]).documents == [["n": 1, "tag": "y"]])
-        #expect(throws: BridgeError.self) { try DocumentQuery(selector: nil, sort: nil, skip: nil, limit: "101", fields: nil, defaultLimit: 1, maxLimit: 100) }
-        #expect(throws: BridgeError.self) { try DocumentQuery(selector: nil, sort: #"{"n":"up"}"#, skip: nil, limit: nil, fields: nil, defaultLimit: 1, maxLimit: 100) }
-        #expect(throws: BridgeError.self) { try DocumentQuery(selector: nil, sort: nil, skip: nil, limit: nil, fields: #"{"n":2}"#, defaultLimit: 1, maxLimit: 100) }
+        #expect(throws: BridgeError.self) {
+            try DocumentQuery(selector: nil, sort: nil, skip: nil, limit: "101", fields: nil, defaultLimit: 1, maxLimit: 100)
+        }
+        #expect(throws: BridgeError.self) {
+            try DocumentQuery(selector: nil, sort: #"{"n":"up"}"#, skip: nil, limit: nil, fields: nil, defaultLimit: 1, maxLimit: 100)
+        }
+        #expect(throws: BridgeError.self) {
+            try DocumentQuery(selector: nil, sort: nil, skip: nil, limit: nil, fields: #"{"n":2}"#, defaultLimit: 1, maxLimit: 100)
+        }
         let empty = try DocumentQuery(selector: "", sort: "", skip: "", limit: "", fields: "", defaultLimit: 7, maxLimit: 100)
         #expect(empty.limit == 7, "empty parameters count as absent")
     }
@@ -106,8 +119,6 @@ import Testing
         #expect(BridgeError.from(DDPError.meteor("x", "y")).body == ["error": "x", "reason": "y", "message": "y [x]", "details": nil])
     }
 }
-
-import DDPClient
 
 enum DDPClientErrorProbe {
     static let timeout: any Error = DDPClientError.timedOut

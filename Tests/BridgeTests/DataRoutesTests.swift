@@ -18,7 +18,8 @@ import Testing
             expectError(try await h.request(.post, "/v1/methods/nope", token: token), .notFound, 404)
             expectError(try await h.request(.post, "/v1/methods/echo", token: token, body: #"{"a":1}"#), .badRequest, "bad-request")
             expectError(try await h.request(.post, "/v1/methods/echo", token: token, body: #"[{"$date":"x"}]"#), .badRequest, "bad-request")
-            expectError(try await h.request(.post, "/v1/methods/sleep?timeout=100", token: token, body: "[2000]"), .gatewayTimeout, "upstream-timeout")
+            expectError(
+                try await h.request(.post, "/v1/methods/sleep?timeout=100", token: token, body: "[2000]"), .gatewayTimeout, "upstream-timeout")
             expectError(try await h.request(.post, "/v1/methods/echo?wait=maybe", token: token), .badRequest, "bad-request")
             expectError(try await h.request(.post, "/v1/methods/echo?timeout=-1", token: token), .badRequest, "bad-request")
             // Method names with slashes reach the upstream whole.
@@ -93,22 +94,31 @@ import Testing
             let selector = urlEncoded(#"{"$or":[{"i":{"$lt":3}},{"i":{"$gte":48}}],"group":{"$ne":"g9"}}"#)
             let sort = urlEncoded(#"{"done":-1,"i":1}"#)
             let fields = urlEncoded(#"{"i":1,"_id":0}"#)
-            let page = try await h.request(.get, "/v1/collections/bulk?selector=\(selector)&sort=\(sort)&fields=\(fields)&skip=1&limit=2", token: token)
+            let page = try await h.request(
+                .get, "/v1/collections/bulk?selector=\(selector)&sort=\(sort)&fields=\(fields)&skip=1&limit=2", token: token)
             #expect(page.status == .ok)
             // Matches: i = 1, 2, 48, 50 (49 is in group g9); done (even) first, then by i: 2, 48, 50, 1.
             #expect(page.json == ["documents": [["i": 48], ["i": 50]], "count": 4])
-            let inbox = try await h.request(.get, "/v1/collections/tasks?selector=\(urlEncoded(#"{"listId":"inbox"}"#))&sort=\(urlEncoded(#"[["text","desc"]]"#))", token: token)
+            let inbox = try await h.request(
+                .get, "/v1/collections/tasks?selector=\(urlEncoded(#"{"listId":"inbox"}"#))&sort=\(urlEncoded(#"[["text","desc"]]"#))", token: token)
             #expect(inbox["documents"]?.arrayValue?.map { $0["_id"] } == ["task-b1", "task-a1"])
             let one = try await h.request(.get, "/v1/collections/tasks/task-a2", token: token)
             #expect(one["_id"] == "task-a2" && one["listId"] == "work")
-            guard case .date? = one["createdAt"] else { Issue.record("dates stay EJSON dates"); return }
+            guard case .date? = one["createdAt"] else {
+                Issue.record("dates stay EJSON dates")
+                return
+            }
             expectError(try await h.request(.get, "/v1/collections/tasks/none", token: token), .notFound, "not-found")
             #expect(try await h.request(.get, "/v1/collections/empty", token: token).json == ["documents": [], "count": 0])
-            expectError(try await h.request(.get, "/v1/collections/bulk?selector=\(urlEncoded(#"{"i":{"$where":1}}"#))", token: token), .badRequest, "bad-request")
+            expectError(
+                try await h.request(.get, "/v1/collections/bulk?selector=\(urlEncoded(#"{"i":{"$where":1}}"#))", token: token), .badRequest,
+                "bad-request")
             expectError(try await h.request(.get, "/v1/collections/bulk?selector=notjson", token: token), .badRequest, "bad-request")
             expectError(try await h.request(.get, "/v1/collections/bulk?limit=-2", token: token), .badRequest, "bad-request")
             expectError(try await h.request(.get, "/v1/collections/bulk?sort=\(urlEncoded(#"{"i":2}"#))", token: token), .badRequest, "bad-request")
-            expectError(try await h.request(.get, "/v1/collections/bulk?fields=\(urlEncoded(#"{"i":1,"group":0}"#))", token: token), .badRequest, "bad-request")
+            expectError(
+                try await h.request(.get, "/v1/collections/bulk?fields=\(urlEncoded(#"{"i":1,"group":0}"#))", token: token), .badRequest,
+                "bad-request")
         }
     }
 
@@ -116,7 +126,8 @@ import Testing
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()
             _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
-            let inserted = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"text":"from REST","listId":"inbox","done":false}"#)
+            let inserted = try await h.request(
+                .post, "/v1/collections/tasks", token: token, body: #"{"text":"from REST","listId":"inbox","done":false}"#)
             #expect(inserted.status == .created)
             let id = try #require(inserted["id"]?.stringValue)
             #expect(id.count == 17 && id.allSatisfy(MeteorRandom.unmistakableCharacters.contains))
@@ -127,10 +138,14 @@ import Testing
 
             #expect(try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"done":true}"#)["updated"] == 1)
             #expect(try await h.request(.get, "/v1/collections/tasks/\(id)", token: token)["done"] == true)
-            #expect(try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"$unset":{"listId":1},"$inc":{"n":2}}"#)["updated"] == 1)
+            #expect(
+                try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"$unset":{"listId":1},"$inc":{"n":2}}"#)["updated"]
+                    == 1)
             let after = try await h.request(.get, "/v1/collections/tasks/\(id)", token: token)
             #expect(after["listId"] == nil && after["n"] == 2)
-            expectError(try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"$set":{"a":1},"b":2}"#), .badRequest, "bad-request")
+            expectError(
+                try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"$set":{"a":1},"b":2}"#), .badRequest, "bad-request"
+            )
             expectError(try await h.request(.patch, "/v1/collections/tasks/\(id)", token: token, body: #"{"$bogus":{"a":1}}"#), .badRequest, 400)
             expectError(try await h.request(.patch, "/v1/collections/tasks/none", token: token, body: #"{"a":1}"#), .notFound, "not-found")
 
@@ -167,8 +182,12 @@ import Testing
             let (bob, _) = try await h.session(#"{"username":"bob","password":"hunter2"}"#)
             let aliceSub = try await h.request(.post, "/v1/subscriptions", token: alice, body: #"{"name":"myTasks"}"#)
             _ = try await h.request(.post, "/v1/subscriptions", token: bob, body: #"{"name":"myTasks"}"#)
-            let aliceTasks = try await h.request(.get, "/v1/collections/tasks", token: alice)["documents"]?.arrayValue?.compactMap { $0["_id"]?.stringValue }
-            let bobTasks = try await h.request(.get, "/v1/collections/tasks", token: bob)["documents"]?.arrayValue?.compactMap { $0["_id"]?.stringValue }
+            let aliceTasks = try await h.request(.get, "/v1/collections/tasks", token: alice)["documents"]?.arrayValue?.compactMap {
+                $0["_id"]?.stringValue
+            }
+            let bobTasks = try await h.request(.get, "/v1/collections/tasks", token: bob)["documents"]?.arrayValue?.compactMap {
+                $0["_id"]?.stringValue
+            }
             #expect(aliceTasks?.sorted() == ["task-a1", "task-a2"])
             #expect(bobTasks == ["task-b1"])
             expectError(try await h.request(.get, "/v1/collections/tasks/task-a1", token: bob), .notFound, "not-found")
@@ -181,7 +200,9 @@ import Testing
     @Test func badInputAndUnknownRoutesGetTheErrorShape() async throws {
         try await BridgeHarness.run(configure: { $0.maxBodySize = 64 }) { h in
             let (token, _) = try await h.session()
-            expectError(try await h.request(.post, "/v1/methods/echo", token: token, body: "[" + String(repeating: "1,", count: 100) + "1]"), .contentTooLarge, "body-too-large")
+            expectError(
+                try await h.request(.post, "/v1/methods/echo", token: token, body: "[" + String(repeating: "1,", count: 100) + "1]"),
+                .contentTooLarge, "body-too-large")
             let wrongVerb = try await h.request(.put, "/v1/sessions")
             expectError(wrongVerb, .methodNotAllowed, "method-not-allowed")
             #expect(wrongVerb.headers[.allow] == "POST")

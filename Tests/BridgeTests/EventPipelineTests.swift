@@ -1,6 +1,7 @@
-@testable import Bridge
 import DDP
 import Testing
+
+@testable import Bridge
 
 @Suite struct EventPipelineTests {
 
@@ -14,19 +15,22 @@ import Testing
             .removed(collection: "c", id: "flash"),
             .changed(collection: "c", id: "keep", fields: ["n": 1], cleared: ["s"]),
             .added(collection: "c", id: "new", fields: ["a": 1]),
-            .changed(collection: "c", id: "new", fields: ["b": 2], cleared: ["a"]),
+            .changed(collection: "c", id: "new", fields: ["b": 2], cleared: ["a"])
         ] {
             if let applied = cache.apply(message) { batch.add(applied) }
         }
         let out = batch.flush().map(\.change)
-        #expect(out == [
-            .changed(collection: "c", id: "keep", fields: [:], cleared: ["s"], previous: ["s": "x"]),
-            .added(collection: "c", id: "new", fields: ["b": 2]),
-        ], "added-then-removed and a field set back emit nothing")
+        #expect(
+            out == [
+                .changed(collection: "c", id: "keep", fields: [:], cleared: ["s"], previous: ["s": "x"]),
+                .added(collection: "c", id: "new", fields: ["b": 2])
+            ], "added-then-removed and a field set back emit nothing")
         #expect(batch.isEmpty)
         // A document changed and changed back within one batch emits nothing at all.
-        for message: ServerMessage in [.changed(collection: "c", id: "keep", fields: ["n": 5], cleared: []),
-                                       .changed(collection: "c", id: "keep", fields: ["n": 1], cleared: [])] {
+        for message: ServerMessage in [
+            .changed(collection: "c", id: "keep", fields: ["n": 5], cleared: []),
+            .changed(collection: "c", id: "keep", fields: ["n": 1], cleared: [])
+        ] {
             if let applied = cache.apply(message) { batch.add(applied) }
         }
         #expect(batch.flush().isEmpty)
@@ -147,7 +151,8 @@ import Testing
                 } else if random.next(4) == 0 {
                     message = .removed(collection: "c", id: id)
                 } else {
-                    message = random.next(3) == 0
+                    message =
+                        random.next(3) == 0
                         ? .changed(collection: "c", id: id, fields: [:], cleared: ["k"])
                         : .changed(collection: "c", id: id, fields: ["n": .int(random.next(3))], cleared: [])
                 }
@@ -200,7 +205,10 @@ struct Consumer {
                 if documents[id] != nil { consistent = false }
                 documents[id] = payload["fields"]?.objectValue
             case .changed:
-                guard var document = documents[id] else { consistent = false; continue }
+                guard var document = documents[id] else {
+                    consistent = false
+                    continue
+                }
                 for field in payload["fields"]?.objectValue ?? [:] { document[field.key] = field.value }
                 for key in payload["cleared"]?.arrayValue ?? [] { document.removeValue(forKey: key.stringValue ?? "") }
                 documents[id] = document

@@ -1,7 +1,7 @@
 import Bridge
-import Foundation
 import DDP
 import DDPServer
+import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
@@ -34,8 +34,11 @@ import Testing
                 try await stream.wait("three live events") { documentEvents($0).count >= 6 }
                 let live = Array(documentEvents(await stream.events).dropFirst(3))
                 #expect(live.map(\.event) == ["changed", "added", "removed"])
-                #expect(live[0].json == ["collection": "tasks", "id": "task-a2", "fields": ["done": true], "cleared": ["listId"],
-                                         "previous": ["done": false, "listId": "work"]])
+                #expect(
+                    live[0].json == [
+                        "collection": "tasks", "id": "task-a2", "fields": ["done": true], "cleared": ["listId"],
+                        "previous": ["done": false, "listId": "work"]
+                    ])
                 #expect(live[1].json == ["collection": "tasks", "id": "t9", "fields": ["text": "new"]])
                 #expect(live[2].json == ["collection": "tasks", "id": "t9", "previous": ["text": "new"]])
                 let ids = await stream.events.compactMap { $0.id.flatMap(UInt64.init) }
@@ -55,7 +58,7 @@ import Testing
                 try await withEventStream(port: port, "/v1/events?collections=tasks&id=task-a2", token: token) { one in
                     try await liveQuery.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
                     #expect(documentEvents(await liveQuery.events).map { $0.json["id"] } == ["task-a1", "task-b1"])
-                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"done":true}"#)   // leaves
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"done":true}"#)  // leaves
                     _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"listId":"inbox"}"#)  // enters
                     _ = try await h.request(.patch, "/v1/collections/tasks/task-b1", token: token, body: #"{"text":"edited"}"#)  // stays
                     _ = try await h.request(.patch, "/v1/collections/typed/typed1", token: token, body: #"{"x":1}"#)  // other collection
@@ -161,7 +164,10 @@ import Testing
                         if documents[id] != nil { impossible.append("added \(id) twice") }
                         documents[id] = event.json["fields"]?.objectValue ?? [:]
                     case "changed":
-                        guard var document = documents[id] else { impossible.append("changed \(id), not held"); continue }
+                        guard var document = documents[id] else {
+                            impossible.append("changed \(id), not held")
+                            continue
+                        }
                         for field in event.json["fields"]?.objectValue ?? [:] { document[field.key] = field.value }
                         for name in event.json["cleared"]?.arrayValue ?? [] { document.removeValue(forKey: name.stringValue ?? "") }
                         documents[id] = document
@@ -262,7 +268,9 @@ import Testing
 
                 // Down, changed while down, back: only the net difference.
                 await h.upstream.stop()
-                try await stream.wait("disconnected again") { $0.filter { $0.event == "connection" && $0.json["state"] == "reconnecting" }.count >= 2 }
+                try await stream.wait("disconnected again") {
+                    $0.filter { $0.event == "connection" && $0.json["state"] == "reconnecting" }.count >= 2
+                }
                 try await h.upstream.core.update("tasks", ["_id": "task-a1"], ["$set": ["done": true]])
                 try await h.upstream.core.remove("tasks", ["_id": "task-b1"])
                 try await h.upstream.start(port: upstreamPort)

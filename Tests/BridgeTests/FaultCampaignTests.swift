@@ -33,14 +33,17 @@ import Testing
         let began = ContinuousClock.now
         var logger = Logger(label: "bridge")
         logger.logLevel = .critical
-        try await BridgeHarness.run(upstreamURL: "ws://127.0.0.1:\(proxy.port)/websocket", configure: {
-            $0.requestTimeout = .seconds(3)
-            $0.connectTimeout = .seconds(3)
-            $0.ddp.heartbeatInterval = .seconds(1)
-            $0.ddp.heartbeatTimeout = .seconds(1)
-            $0.ddp.connectTimeout = .seconds(2)
-            $0.reconnectRate = 1_000
-        }, logger: logger) { bridge in
+        try await BridgeHarness.run(
+            upstreamURL: "ws://127.0.0.1:\(proxy.port)/websocket",
+            configure: {
+                $0.requestTimeout = .seconds(3)
+                $0.connectTimeout = .seconds(3)
+                $0.ddp.heartbeatInterval = .seconds(1)
+                $0.ddp.heartbeatTimeout = .seconds(1)
+                $0.ddp.connectTimeout = .seconds(2)
+                $0.reconnectRate = 1_000
+            }, logger: logger
+        ) { bridge in
             let port = try #require(bridge.client.port)
             var consumerTokens: [String] = []
             for _ in 0..<4 {
@@ -91,7 +94,8 @@ import Testing
                 #expect(converged, "every consumer's copy equals the upstream's view")
                 for (index, stream) in streams.enumerated() {
                     let copy = Self.copy(from: await stream.events)
-                    let missing = Set(truth.keys).subtracting(copy.keys), phantom = Set(copy.keys).subtracting(truth.keys)
+                    let missing = Set(truth.keys).subtracting(copy.keys)
+                    let phantom = Set(copy.keys).subtracting(truth.keys)
                     #expect(missing.isEmpty && phantom.isEmpty, "consumer \(index): lost \(missing.sorted()), phantom \(phantom.sorted())")
                     #expect(await stream.violations.isEmpty)
                     #expect(await !stream.finished, "consumer \(index)'s stream stayed open")
@@ -141,7 +145,8 @@ import Testing
             let reply: BridgeHarness.Reply?
             switch (step + seed) % 4 {
             case 0, 1:
-                reply = try? await bridge.request(.post, "/v1/collections/tasks", token: token, body: #"{"text":"w\#(seed)-\#(step)","listId":"campaign"}"#)
+                reply = try? await bridge.request(
+                    .post, "/v1/collections/tasks", token: token, body: #"{"text":"w\#(seed)-\#(step)","listId":"campaign"}"#)
                 if let id = reply?["id"]?.stringValue { ids.append(id) }
             case 2 where !ids.isEmpty:
                 let id = ids[step % ids.count]
@@ -207,8 +212,8 @@ import Testing
 
     static func residentBytes() -> Int {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kib = Int(line.split(separator: " ").dropFirst().first ?? "")
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kib = Int(line.split(separator: " ").dropFirst().first ?? "")
         else { return 0 }
         return kib << 10
     }

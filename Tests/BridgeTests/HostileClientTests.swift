@@ -1,11 +1,11 @@
 import Bridge
 import DDP
 import Foundation
-import Synchronization
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import NIOHTTP1
+import Synchronization
 import Testing
 
 /// A hostile or careless client, through HTTP: limits it cannot get around and input it cannot
@@ -24,10 +24,12 @@ import Testing
             let session = try await h.request(.post, "/v1/sessions", body: #"{"username":"alice","password":"secret"}"#)
             expectError(session, .tooManyRequests, "too-many-requests")
             #expect((1...60).contains(Int(session.headers[.retryAfter] ?? "") ?? 0))
-            expectError(try await h.request(.post, "/v1/session/login", token: token, body: #"{"username":"alice","password":"secret"}"#),
-                        .tooManyRequests, "too-many-requests")
-            expectError(try await h.request(.post, "/v1/methods/createUser", token: token, body: #"[{"username":"x","password":"y"}]"#),
-                        .tooManyRequests, "too-many-requests")
+            expectError(
+                try await h.request(.post, "/v1/session/login", token: token, body: #"{"username":"alice","password":"secret"}"#),
+                .tooManyRequests, "too-many-requests")
+            expectError(
+                try await h.request(.post, "/v1/methods/createUser", token: token, body: #"[{"username":"x","password":"y"}]"#),
+                .tooManyRequests, "too-many-requests")
             // Anonymous sessions and ordinary calls are not logins: still served.
             #expect(try await h.request(.post, "/v1/sessions", body: "{}").status == .created)
             #expect(try await h.request(.post, "/v1/methods/echo", token: token, body: "[1]").status == .ok)
@@ -76,14 +78,19 @@ import Testing
     @Test func anUpdateCannotMakeTheServerPadAnArrayWithoutBound() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
-            #expect(try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token,
-                                        body: #"{"$set":{"slots":[]}}"#).status == .ok)
+            #expect(
+                try await h.request(
+                    .patch, "/v1/collections/tasks/task-a1", token: token,
+                    body: #"{"$set":{"slots":[]}}"#
+                ).status == .ok)
             // Before the fix this appended nulls up to index 2^62 until memory ran out.
-            let huge = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token,
-                                           body: #"{"$set":{"slots.4611686018427387904":1}}"#)
+            let huge = try await h.request(
+                .patch, "/v1/collections/tasks/task-a1", token: token,
+                body: #"{"$set":{"slots.4611686018427387904":1}}"#)
             #expect(huge.status.code == 400, "\(huge.text)")
-            let tooFar = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token,
-                                             body: #"{"$set":{"slots.1500000":1}}"#)
+            let tooFar = try await h.request(
+                .patch, "/v1/collections/tasks/task-a1", token: token,
+                body: #"{"$set":{"slots.1500000":1}}"#)
             #expect(tooFar.status.code == 400, "\(tooFar.text)")
             // A modest index still pads, like MongoDB.
             let padded = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"$set":{"slots.3":"x"}}"#)
@@ -109,18 +116,21 @@ import Testing
             let port = try #require(h.client.port)
             try await withEventStream(port: port, "/v1/events?collections=tasks", token: token) { stream in
                 try await stream.waitUntilOpen()
-                let inserted = try await h.request(.post, "/v1/collections/tasks", token: token,
-                                                   body: insert)
+                let inserted = try await h.request(
+                    .post, "/v1/collections/tasks", token: token,
+                    body: insert)
                 #expect(inserted.status == .created, "\(inserted.text.prefix(300))")
-                let updated = try await h.request(.patch, "/v1/collections/tasks/wide", token: token,
-                                                  body: set)
+                let updated = try await h.request(
+                    .patch, "/v1/collections/tasks/wide", token: token,
+                    body: set)
                 #expect(updated.status == .ok, "\(updated.text.prefix(300))")
                 // (Waited for, so the batch window cannot fold the update and the clearing into one change.)
                 try await stream.wait("the insert and the update", timeout: .seconds(60)) { events in
                     events.filter { $0.json["id"] == "wide" }.count >= 2
                 }
-                let unset = try await h.request(.patch, "/v1/collections/tasks/wide", token: token,
-                                                body: unsetAll)
+                let unset = try await h.request(
+                    .patch, "/v1/collections/tasks/wide", token: token,
+                    body: unsetAll)
                 #expect(unset.status == .ok, "\(unset.text.prefix(300))")
                 try await stream.wait("the insert, the update and the clearing", timeout: .seconds(60)) { events in
                     events.filter { $0.json["id"] == "wide" }.count >= 3
@@ -171,9 +181,11 @@ import Testing
     @Test func corsForAnyOriginNeverCarriesCredentials() async throws {
         try await BridgeHarness.run(configure: { $0.corsOrigins = ["*", "http://app.example"] }) { h in
             // Before the fix `*` reflected every origin with Allow-Credentials: any page could use a visitor's cookie.
-            let preflight = try await h.request(.options, "/v1/session", headers: [
-                .origin: "http://evil.example", .accessControlRequestMethod: "DELETE",
-            ])
+            let preflight = try await h.request(
+                .options, "/v1/session",
+                headers: [
+                    .origin: "http://evil.example", .accessControlRequestMethod: "DELETE"
+                ])
             #expect(preflight.status.code < 300)
             #expect(preflight.headers[.accessControlAllowOrigin] == "*")
             #expect(preflight.headers[.accessControlAllowCredentials] == nil)
@@ -221,7 +233,9 @@ import Testing
         #expect(IPRange("192.168.1.0/24")?.contains("::ffff:192.168.1.77") == true)
         #expect(IPRange("fd00::/8")?.contains("fd12::1") == true && IPRange("fd00::/8")?.contains("fe80::1") == false)
         #expect(IPRange("0.0.0.0/0")?.contains("8.8.8.8") == true)
-        for bad in ["", "10.0.0.0/33", "10.0.0.0/x", "300.1.1.1", "hello", "::1/129", "1.2.3.4/-1"] { #expect(IPRange(Substring(bad)) == nil, "\(bad)") }
+        for bad in ["", "10.0.0.0/33", "10.0.0.0/x", "300.1.1.1", "hello", "::1/129", "1.2.3.4/-1"] {
+            #expect(IPRange(Substring(bad)) == nil, "\(bad)")
+        }
     }
 
     @Test func theClientIsTheRightmostEntryThatIsNotATrustedProxy() {
@@ -288,7 +302,8 @@ import Testing
             }
             #expect(finished.value == ["echo 200", "query 422"], "\(finished.value)")
             // A cheap query on the same collection is answered.
-            let cheap = try await h.request(.get, "/v1/collections/bulk?selector=\(urlEncoded(#"{"group":{"$in":["g1","g2"]}}"#))&limit=5", token: token)
+            let cheap = try await h.request(
+                .get, "/v1/collections/bulk?selector=\(urlEncoded(#"{"group":{"$in":["g1","g2"]}}"#))&limit=5", token: token)
             #expect(cheap.status == .ok && cheap["count"] == 4_000, "\(cheap.text.prefix(200))")
         }
     }

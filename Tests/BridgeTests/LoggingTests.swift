@@ -1,9 +1,10 @@
-@testable import Bridge
 import DDP
 import HTTPTypes
 import Logging
 import Synchronization
 import Testing
+
+@testable import Bridge
 
 /// Lines written by a JSON log handler, kept in memory.
 final class LogLines: Sendable {

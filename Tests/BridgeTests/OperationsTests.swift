@@ -21,9 +21,11 @@ import Testing
             let port = try #require(h.client.port)
             // The exact path is answered on the event loop; with a query string it goes to the router.
             let fast = try await RawConnection.exchange(port: port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            let routed = try await RawConnection.exchange(port: port, "GET /healthz?via=router HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let routed = try await RawConnection.exchange(
+                port: port, "GET /healthz?via=router HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             #expect(fast.closed && routed.closed, "Connection: close was not honoured")
-            let fastParts = Self.parts(fast.text), routedParts = Self.parts(routed.text)
+            let fastParts = Self.parts(fast.text)
+            let routedParts = Self.parts(routed.text)
             #expect(fastParts.status == "HTTP/1.1 200 OK")
             #expect(fastParts.body == #"{"status":"ok"}"#)
             #expect(fastParts.status == routedParts.status && fastParts.body == routedParts.body)
@@ -59,7 +61,11 @@ import Testing
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(ResponseCounter(expected: 2) { arrival.yield(.now); arrival.finish() })
+                        try channel.pipeline.syncOperations.addHandler(
+                            ResponseCounter(expected: 2) {
+                                arrival.yield(.now)
+                                arrival.finish()
+                            })
                     }
                 }
                 .connect(host: "127.0.0.1", port: port).get()
@@ -86,7 +92,10 @@ import Testing
             // The answers, whenever they came (at most 10 s from now).
             let answered = await withTaskGroup(of: ContinuousClock.Instant?.self) { group in
                 group.addTask { await arrivals.first { _ in true } }
-                group.addTask { try? await Task.sleep(for: .seconds(10)); return nil }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(10))
+                    return nil
+                }
                 let first = await group.next() ?? nil
                 group.cancelAll()
                 return first
@@ -231,8 +240,14 @@ struct ShutdownRig: Sendable {
     /// Waits (bounded) until the service group has returned.
     func waitUntilStopped(within limit: Duration = .seconds(20)) async throws {
         let done = await withTaskGroup(of: Bool.self) { tasks in
-            tasks.addTask { for await _ in stopped {}; return true }
-            tasks.addTask { try? await Task.sleep(for: limit); return false }
+            tasks.addTask {
+                for await _ in stopped {}
+                return true
+            }
+            tasks.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
             let first = await tasks.next() ?? false
             tasks.cancelAll()
             return first
@@ -318,7 +333,8 @@ final class ResponseCounter: ChannelInboundHandler {
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
         guard let headEnd = bytes.indices.dropLast(3).first(where: { Array(bytes[$0..<$0 + 4]) == separator }) else { return nil }
         let head = String(decoding: bytes[..<headEnd], as: UTF8.self).lowercased()
-        let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+        let length =
+            head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
             .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
         let total = headEnd + 4 + length
         return bytes.count >= total ? total : nil

@@ -1,3 +1,4 @@
+import DDP
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -11,8 +12,6 @@ struct SSEEvent: Sendable, Equatable {
     var data: String
     var json: DDP.EJSON { (try? DDP.EJSONParser.parse(data)) ?? .null }
 }
-
-import DDP
 
 /// A strict Server-Sent Events reader over a plain HTTP/1.1 connection: every line must be a
 /// known field (`id`, `event`, `data`, `retry`) or a comment; anything else is a violation.
@@ -176,7 +175,9 @@ extension SSEReader {
 
 /// One request on a connection of its own (the harness's client sends its requests one after
 /// another on one connection); returns the status and the body.
-func requestOnOwnConnection(port: Int, _ method: HTTPMethod, _ path: String, token: String?, body: String? = nil) async throws -> (status: Int, body: String) {
+func requestOnOwnConnection(port: Int, _ method: HTTPMethod, _ path: String, token: String?, body: String? = nil) async throws -> (
+    status: Int, body: String
+) {
     let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
         .connect(host: "127.0.0.1", port: port) { channel in
             channel.eventLoop.makeCompletedFuture {

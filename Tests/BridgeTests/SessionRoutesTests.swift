@@ -16,7 +16,10 @@ import Testing
             let (_, alice) = try await h.session(#"{"username":"alice","password":"secret"}"#)
             #expect(alice["userId"]?.stringValue?.count == 17)
             #expect(alice["loginToken"]?.stringValue?.count == 43)
-            guard case .date? = alice["tokenExpires"] else { Issue.record("tokenExpires must be an EJSON date"); return }
+            guard case .date? = alice["tokenExpires"] else {
+                Issue.record("tokenExpires must be an EJSON date")
+                return
+            }
             let (_, byEmail) = try await h.session(#"{"email":"alice@example.com","password":"secret"}"#)
             #expect(byEmail["userId"] == alice["userId"])
 
@@ -63,7 +66,8 @@ import Testing
             expectError(try await h.request(.post, "/v1/sessions", body: #"{"resume":"bogus"}"#), .forbidden, 403)
 
             // Sign-up without a session makes one for the new user.
-            let signUp = try await h.request(.post, "/v1/users", body: #"{"username":"carol","email":"carol@example.com","password":"pw","profile":{"name":"Carol"}}"#)
+            let signUp = try await h.request(
+                .post, "/v1/users", body: #"{"username":"carol","email":"carol@example.com","password":"pw","profile":{"name":"Carol"}}"#)
             #expect(signUp.status == .created)
             let carolToken = try #require(signUp["token"]?.stringValue)
             #expect(try await h.request(.post, "/v1/methods/whoami", token: carolToken)["result"] == signUp["userId"])
@@ -122,8 +126,11 @@ import Testing
             _ = try await h.session()
             expectError(try await h.request(.post, "/v1/sessions", body: "{}"), .tooManyRequests, "too-many-sessions")
             #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"[{"name":"tasks"},{"name":"typed"}]"#).status == .created)
-            #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#).status == .created, "sharing costs nothing")
-            expectError(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"myTasks"}"#), .tooManyRequests, "too-many-subscriptions")
+            #expect(
+                try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#).status == .created, "sharing costs nothing")
+            expectError(
+                try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"myTasks"}"#), .tooManyRequests,
+                "too-many-subscriptions")
             #expect(try await h.request(.delete, "/v1/session", token: token).status == .noContent)
             #expect(try await h.request(.post, "/v1/sessions", body: "{}").status == .created, "closing one frees its place")
         }
@@ -143,9 +150,11 @@ import Testing
 
     @Test func corsAnswersListedOriginsOnly() async throws {
         try await BridgeHarness.run(configure: { $0.corsOrigins = ["http://app.example"] }) { h in
-            let preflight = try await h.request(.options, "/v1/sessions", headers: [
-                .origin: "http://app.example", .accessControlRequestMethod: "POST", .accessControlRequestHeaders: "content-type",
-            ])
+            let preflight = try await h.request(
+                .options, "/v1/sessions",
+                headers: [
+                    .origin: "http://app.example", .accessControlRequestMethod: "POST", .accessControlRequestHeaders: "content-type"
+                ])
             #expect(preflight.status.code < 300)
             #expect(preflight.headers[.accessControlAllowOrigin] == "http://app.example")
             #expect(preflight.headers[.accessControlAllowCredentials] == "true")

@@ -17,8 +17,10 @@ import Testing
     }
 
     @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheDefault() throws {
-        let environment = ["DDP_BRIDGE_UPSTREAM": "ws://env:3000/websocket", "DDP_BRIDGE_PORT": "9000", "DDP_BRIDGE_HOST": "0.0.0.0",
-                           "DDP_BRIDGE_MAX_SESSIONS": "5", "DDP_BRIDGE_UPSTREAM_COMPRESSION": "true"]
+        let environment = [
+            "DDP_BRIDGE_UPSTREAM": "ws://env:3000/websocket", "DDP_BRIDGE_PORT": "9000", "DDP_BRIDGE_HOST": "0.0.0.0",
+            "DDP_BRIDGE_MAX_SESSIONS": "5", "DDP_BRIDGE_UPSTREAM_COMPRESSION": "true"
+        ]
         let fromEnvironment = try Settings(flags: [:], environment: environment)
         #expect(fromEnvironment.configuration.upstream == "ws://env:3000/websocket")
         #expect(fromEnvironment.port == 9000 && fromEnvironment.host == "0.0.0.0")
@@ -36,12 +38,18 @@ import Testing
         (["upstream": "ws://m/websocket", "max-sessions": "none"], "--max-sessions (DDP_BRIDGE_MAX_SESSIONS) must be a whole number"),
         (["upstream": "ws://m/websocket", "request-timeout": "-1"], "--request-timeout (DDP_BRIDGE_REQUEST_TIMEOUT) must be a number"),
         (["upstream": "ws://m/websocket", "read-timeout": "0"], "--read-timeout (DDP_BRIDGE_READ_TIMEOUT) must be a number from 0.1 to"),
-        (["upstream": "ws://m/websocket", "trust-forwarded-for": "perhaps"], "--trust-forwarded-for (DDP_BRIDGE_TRUST_FORWARDED_FOR) must be true or false"),
+        (
+            ["upstream": "ws://m/websocket", "trust-forwarded-for": "perhaps"],
+            "--trust-forwarded-for (DDP_BRIDGE_TRUST_FORWARDED_FOR) must be true or false"
+        ),
         (["upstream": "ws://m/websocket", "log-level": "loud"], "--log-level (DDP_BRIDGE_LOG_LEVEL) must be trace, debug"),
         (["upstream": "ws://m/websocket", "log-format": "xml"], "--log-format (DDP_BRIDGE_LOG_FORMAT) must be human or json"),
         (["upstream": "ws://m/websocket", "cors-origins": "app.example"], "--cors-origins (DDP_BRIDGE_CORS_ORIGINS): 'app.example' is not an origin"),
         (["upstream": "ws://m/websocket", "public-dir": "/nonexistent"], "--public-dir (DDP_BRIDGE_PUBLIC_DIR): '/nonexistent' is not a folder"),
-        (["upstream": "wss://m/websocket", "upstream-ca-file": "/nonexistent/ca.pem"], "--upstream-ca-file (DDP_BRIDGE_UPSTREAM_CA_FILE): cannot read"),
+        (
+            ["upstream": "wss://m/websocket", "upstream-ca-file": "/nonexistent/ca.pem"],
+            "--upstream-ca-file (DDP_BRIDGE_UPSTREAM_CA_FILE): cannot read"
+        )
     ])
     func badSettingsFailNamingTheSetting(flags: [String: String], message: String) {
         do {
@@ -60,9 +68,11 @@ import Testing
         }
     }
 
-    @Test(arguments: [("connect-timeout", "1e300"), ("request-timeout", "inf"), ("shutdown-grace", "-1"), ("batch-window", "1e20"),
-                      ("max-sessions", "99999999999999999999"), ("reconnect-rate", "nan"), ("upstream-max-message-size", "8589934592"),
-                      ("heartbeat-interval", "1e-9")])
+    @Test(arguments: [
+        ("connect-timeout", "1e300"), ("request-timeout", "inf"), ("shutdown-grace", "-1"), ("batch-window", "1e20"),
+        ("max-sessions", "99999999999999999999"), ("reconnect-rate", "nan"), ("upstream-max-message-size", "8589934592"),
+        ("heartbeat-interval", "1e-9")
+    ])
     func outOfRangeNumbersAreRefusedAtStartNeverTrapped(flag: String, value: String) {
         // Before the fix `--connect-timeout 1e300` trapped converting to Int64.
         #expect(throws: Settings.Invalid.self) { try Settings(flags: upstream.merging([flag: value]) { $1 }, environment: [:]) }
@@ -84,12 +94,16 @@ import Testing
     }
 
     @Test func commandLinesTakeEverySettingAsAFlag() throws {
-        let flags = try Settings.flags(from: ["--port", "9000", "--host=0.0.0.0", "--upstream-compression", "--trust-forwarded-for", "false",
-                                              "--cors-origins", "*"])
+        let flags = try Settings.flags(from: [
+            "--port", "9000", "--host=0.0.0.0", "--upstream-compression", "--trust-forwarded-for", "false",
+            "--cors-origins", "*"
+        ])
         #expect(flags == ["port": "9000", "host": "0.0.0.0", "upstream-compression": "true", "trust-forwarded-for": "false", "cors-origins": "*"])
         #expect(try Settings.flags(from: ["--upstream-compression", "--port", "1"]) == ["upstream-compression": "true", "port": "1"])
-        for (arguments, message) in [(["--prot", "9000"], "unknown setting --prot"), (["--port"], "--port needs a value"),
-                                     (["9000"], "unexpected argument '9000'")] {
+        for (arguments, message) in [
+            (["--prot", "9000"], "unknown setting --prot"), (["--port"], "--port needs a value"),
+            (["9000"], "unexpected argument '9000'")
+        ] {
             #expect { try Settings.flags(from: arguments) } throws: { ($0 as? Settings.Invalid)?.description.hasPrefix(message) == true }
         }
     }
@@ -98,8 +112,9 @@ import Testing
         // The demo's way: its presets yield to DDP_BRIDGE_ variables and flags.
         let preset = try Settings(flags: upstream, environment: [:], presets: ["log-level": "notice", "port": "9100"])
         #expect(preset.logLevel == "notice" && preset.port == 9100)
-        let overridden = try Settings(flags: upstream.merging(["port": "9300"]) { $1 }, environment: ["DDP_BRIDGE_LOG_LEVEL": "debug"],
-                                      presets: ["log-level": "notice", "port": "9100"])
+        let overridden = try Settings(
+            flags: upstream.merging(["port": "9300"]) { $1 }, environment: ["DDP_BRIDGE_LOG_LEVEL": "debug"],
+            presets: ["log-level": "notice", "port": "9100"])
         #expect(overridden.logLevel == "debug" && overridden.port == 9300)
     }
 

@@ -3,8 +3,8 @@ import DDP
 import DDPServer
 import FaultKit
 import Foundation
-import Logging
 import HTTPTypes
+import Logging
 import Testing
 
 /// Faults of the upstream, each through the public surface: real HTTP against a running bridge
@@ -19,8 +19,10 @@ import Testing
                 switch message["method"]?.stringValue {
                 case "hang": return []  // never answered
                 case "login":
-                    return [#"{"msg":"result","id":"\#(id)","result":{"id":"u1","token":"tok","tokenExpires":{"$date":4102444800000}}}"#,
-                            #"{"msg":"updated","methods":["\#(id)"]}"#]
+                    return [
+                        #"{"msg":"result","id":"\#(id)","result":{"id":"u1","token":"tok","tokenExpires":{"$date":4102444800000}}}"#,
+                        #"{"msg":"updated","methods":["\#(id)"]}"#
+                    ]
                 default: return nil
                 }
             }
@@ -32,8 +34,9 @@ import Testing
             let hung = try await bridge.request(.post, "/v1/methods/hang?timeout=300", token: token, body: "[]")
             expectError(hung, .gatewayTimeout, "upstream-timeout")
             // A login is a `wait` method: before the fix it queued behind the call that timed out, for good.
-            let login = try await bridge.request(.post, "/v1/session/login?timeout=5000", token: token,
-                                                 body: #"{"username":"ann","password":"secret"}"#)
+            let login = try await bridge.request(
+                .post, "/v1/session/login?timeout=5000", token: token,
+                body: #"{"username":"ann","password":"secret"}"#)
             #expect(login.status == .ok, "\(login.text)")
             #expect(login["userId"] == "u1")
             let echo = try await bridge.request(.post, "/v1/methods/echo", token: token, body: "[1]")
@@ -49,8 +52,10 @@ import Testing
             try await connection.serve { message in
                 guard message["msg"]?.stringValue == "method" else { return nil }
                 let id = message["id"]?.stringValue ?? ""
-                return [#"{"msg":"result","id":"\#(id)","error":{"error":"too-many-requests","reason":"slow down","details":{"timeToReset":\#(timeToReset)},"errorType":"Meteor.Error"}}"#,
-                        #"{"msg":"updated","methods":["\#(id)"]}"#]
+                return [
+                    #"{"msg":"result","id":"\#(id)","error":{"error":"too-many-requests","reason":"slow down","details":{"timeToReset":\#(timeToReset)},"errorType":"Meteor.Error"}}"#,
+                    #"{"msg":"updated","methods":["\#(id)"]}"#
+                ]
             }
         }
         try await upstream.start()
@@ -77,8 +82,9 @@ import Testing
             let rejected = try await bridge.request(.post, "/v1/methods/echo?timeout=500", token: token, body: "[\(nested)]")
             #expect(rejected.status.code >= 400, "\(rejected.text)")
             // Before the fix the login (a `wait` method) queued behind the dead call for good.
-            let login = try await bridge.request(.post, "/v1/session/login?timeout=5000", token: token,
-                                                 body: #"{"username":"alice","password":"secret"}"#)
+            let login = try await bridge.request(
+                .post, "/v1/session/login?timeout=5000", token: token,
+                body: #"{"username":"alice","password":"secret"}"#)
             #expect(login.status == .ok, "\(login.text)")
             // After a reconnect the view is live again: the dead call is not re-sent and holds no resync.
             await bridge.upstream.core.closeAllConnections()
@@ -98,10 +104,13 @@ import Testing
         let upstream = FakeUpstream(handshake: .stall)
         try await upstream.start()
         let started = ContinuousClock.now
-        try await BridgeHarness.run(upstreamURL: upstream.url, configure: {
-            $0.connectTimeout = .milliseconds(500)
-            $0.ddp.connectTimeout = .milliseconds(300)
-        }) { bridge in
+        try await BridgeHarness.run(
+            upstreamURL: upstream.url,
+            configure: {
+                $0.connectTimeout = .milliseconds(500)
+                $0.ddp.connectTimeout = .milliseconds(300)
+            }
+        ) { bridge in
             let created = try await bridge.request(.post, "/v1/sessions", body: "{}")
             expectError(created, .serviceUnavailable, "upstream-unavailable")
             #expect(created.headers[.retryAfter] != nil)
@@ -127,7 +136,7 @@ import Testing
             }
         }
         try await upstream.start()
-        try await BridgeHarness.run(upstreamURL: upstream.url, configure: { $0.upstreamMaxMessageSize = 1 << 20 } ) { bridge in
+        try await BridgeHarness.run(upstreamURL: upstream.url, configure: { $0.upstreamMaxMessageSize = 1 << 20 }) { bridge in
             let (token, _) = try await bridge.session()
             let before = upstream.arrivals.count
             let reply = try await bridge.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"huge","timeout":10000}"#)
@@ -154,11 +163,14 @@ import Testing
         try await upstream.start()
         let sessions = 40
         let (rate, burst) = (20.0, 5)
-        try await BridgeHarness.run(upstreamURL: upstream.url, configure: {
-            $0.reconnectRate = rate
-            $0.reconnectBurst = burst
-            $0.maxSessionsPerAddress = 1_000
-        }) { bridge in
+        try await BridgeHarness.run(
+            upstreamURL: upstream.url,
+            configure: {
+                $0.reconnectRate = rate
+                $0.reconnectBurst = burst
+                $0.maxSessionsPerAddress = 1_000
+            }
+        ) { bridge in
             for _ in 0..<sessions { _ = try await bridge.session() }
             // (one more connection: the readiness probe's)
             try await eventually("every session to connect") { upstream.openConnections >= sessions }

@@ -59,11 +59,13 @@ import Testing
         let server = try await startDemoServer()
         try await withClient(await server.url) { client, _ in
             try await client.subscribe("tasks")
-            let id = try await client.call("/tasks/insert", params: [["text": "new task", "listId": "inbox", "done": false]],
-                                           options: MethodOptions(randomSeed: "0123456789abcdef0123"))
+            let id = try await client.call(
+                "/tasks/insert", params: [["text": "new task", "listId": "inbox", "done": false]],
+                options: MethodOptions(randomSeed: "0123456789abcdef0123"))
             #expect(id == "devBuvC559TzDB3E9")
             #expect(await client.withCache { $0.document("tasks", "devBuvC559TzDB3E9") } == ["text": "new task", "listId": "inbox", "done": false])
-            let value3 = try await client.call("/tasks/update", params: [["_id": "devBuvC559TzDB3E9"], ["$set": ["done": true], "$unset": ["listId": 1]]])
+            let value3 = try await client.call(
+                "/tasks/update", params: [["_id": "devBuvC559TzDB3E9"], ["$set": ["done": true], "$unset": ["listId": 1]]])
             #expect(value3 == 1)
             #expect(await client.withCache { $0.document("tasks", "devBuvC559TzDB3E9") } == ["text": "new task", "done": true])
             await #expect(throws: DDPError.meteor(403, "Not permitted. Untrusted code may only update documents by ID.")) {
@@ -142,10 +144,13 @@ import Testing
 
     @Test func handshakeCarriesTheForwardedAddressAndCompressionWorks() async throws {
         let server = try await startDemoServer()
-        try await withClient(await server.url, configure: {
-            $0.handshakeHeaders[.init("X-Forwarded-For")!] = "203.0.113.7"
-            $0.compression = true
-        }) { client, _ in
+        try await withClient(
+            await server.url,
+            configure: {
+                $0.handshakeHeaders[.init("X-Forwarded-For")!] = "203.0.113.7"
+                $0.compression = true
+            }
+        ) { client, _ in
             let value9 = try await client.call("clientAddress")
             #expect(value9 == "203.0.113.7")
             let large = EJSON.string(String(repeating: "compressible ", count: 2_000))
@@ -171,10 +176,13 @@ import Testing
             $0.heartbeatInterval = .milliseconds(200)
             $0.heartbeatTimeout = .seconds(2)
         }
-        try await withClient(await server.url, configure: {
-            $0.protocolConfiguration.heartbeatInterval = .milliseconds(150)
-            $0.protocolConfiguration.heartbeatTimeout = .seconds(2)
-        }) { client, log in
+        try await withClient(
+            await server.url,
+            configure: {
+                $0.protocolConfiguration.heartbeatInterval = .milliseconds(150)
+                $0.protocolConfiguration.heartbeatTimeout = .seconds(2)
+            }
+        ) { client, log in
             try await Task.sleep(for: .milliseconds(1_200))
             #expect(await client.isConnected)
             #expect(!log.states.contains { if case .reconnecting = $0 { return true } else { return false } })

@@ -30,14 +30,18 @@ import Testing
             try await Task.sleep(for: .milliseconds(200))
             let changes = log.documentChanges
             let bob = try #require(try await server.core.find("users", ["username": "bob"]).first?["_id"])
-            #expect(changes == [
-                .removed(collection: "tasks", id: "task-b1", previous: [
-                    "text": "bob inbox task", "listId": "inbox", "owner": bob,
-                    "done": false, "createdAt": .date(DemoDataSet.createdAt),
-                ]),
-                .changed(collection: "tasks", id: "task-a1", fields: ["done": true], cleared: ["listId"], previous: ["done": false, "listId": "inbox"]),
-                .added(collection: "tasks", id: "task-c1", fields: ["text": "added while down", "owner": .string(login.userId), "done": false]),
-            ])
+            #expect(
+                changes == [
+                    .removed(
+                        collection: "tasks", id: "task-b1",
+                        previous: [
+                            "text": "bob inbox task", "listId": "inbox", "owner": bob,
+                            "done": false, "createdAt": .date(DemoDataSet.createdAt)
+                        ]),
+                    .changed(
+                        collection: "tasks", id: "task-a1", fields: ["done": true], cleared: ["listId"], previous: ["done": false, "listId": "inbox"]),
+                    .added(collection: "tasks", id: "task-c1", fields: ["text": "added while down", "owner": .string(login.userId), "done": false])
+                ])
             #expect(!changes.contains { $0.id == "task-a2" }, "no event for a document that did not change")
             let expected1 = try await server.core.publishedView("tasks")
             #expect(await client.withCache { $0.collections["tasks"]?.documents } == expected1)

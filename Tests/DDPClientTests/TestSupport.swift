@@ -1,7 +1,9 @@
 import DDP
 import DDPClient
 import DDPServer
+import Foundation
 import Logging
+import Synchronization
 
 /// A demo-data DDP server on a free loopback port.
 func startDemoServer(_ configure: (inout DDPServerConfiguration) -> Void = { _ in }) async throws -> LocalDDPServer {
@@ -12,9 +14,6 @@ func startDemoServer(_ configure: (inout DDPServerConfiguration) -> Void = { _ i
     try await server.start()
     return server
 }
-
-import Foundation
-import Synchronization
 
 /// Everything a client reported, for assertions.
 final class ClientEventRecorder: Sendable {

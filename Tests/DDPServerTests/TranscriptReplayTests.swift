@@ -2,8 +2,8 @@ import DDP
 import DDPServer
 import Foundation
 import Logging
-import Testing
 import NIOWebSocket
+import Testing
 import WSClient
 
 /// Replays every recorded transcript against the in-process server (seeded with the same
@@ -14,7 +14,7 @@ import WSClient
     static let files = [
         "01-connect", "02-version-failed", "03-ping-pong", "04-sub-ready-unsub", "05-overlapping-subs",
         "06-method-echo", "07-method-writes", "08-method-errors", "09-sub-errors", "10-login-password",
-        "11-login-resume-logout", "12-create-user", "13-ejson-typed", "14-ticker",
+        "11-login-resume-logout", "12-create-user", "13-ejson-typed", "14-ticker"
     ]
 
     @Test(arguments: files)

@@ -81,7 +81,11 @@ import Testing
         let actions = h.receive(.error(reason: "Bad request", offendingMessage: offending))
         let failures = completed(actions)
         #expect(failures.count == 1 && failures.first?.0 == id)
-        if case .failure(let error)? = failures.first?.1 { #expect(error.reason?.contains("Bad request") == true) } else { Issue.record("no failure") }
+        if case .failure(let error)? = failures.first?.1 {
+            #expect(error.reason?.contains("Bad request") == true)
+        } else {
+            Issue.record("no failure")
+        }
         #expect(sent(actions).map(\.id) == [login], "the wait call behind it goes out")
     }
 

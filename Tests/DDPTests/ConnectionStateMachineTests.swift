@@ -111,9 +111,10 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let (id, _) = h.machine.callMethod("echo", params: [1])
         #expect(h.receive(.updated(methods: [id])) == [])
         let error = DDPError.meteor("bad-thing", "it broke")
-        #expect(h.receive(.result(id: id, outcome: .failure(error))) == [
-            .methodResult(id: id, outcome: .failure(error)), .methodCompleted(id: id, outcome: .failure(error)),
-        ])
+        #expect(
+            h.receive(.result(id: id, outcome: .failure(error))) == [
+                .methodResult(id: id, outcome: .failure(error)), .methodCompleted(id: id, outcome: .failure(error))
+            ])
     }
 
     @Test func waitMethodsRunAloneInOrder() {
@@ -157,12 +158,14 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
     @Test func dataMessagesReportWhatChanged() {
         var h = Harness()
         h.connect()
-        #expect(changes(h.receive(.added(collection: "tasks", id: "a", fields: ["text": "x", "done": false]))) == [
-            .added(collection: "tasks", id: "a", fields: ["text": "x", "done": false]),
-        ])
-        #expect(changes(h.receive(.changed(collection: "tasks", id: "a", fields: ["done": true], cleared: ["text"]))) == [
-            .changed(collection: "tasks", id: "a", fields: ["done": true], cleared: ["text"], previous: ["done": false, "text": "x"]),
-        ])
+        #expect(
+            changes(h.receive(.added(collection: "tasks", id: "a", fields: ["text": "x", "done": false]))) == [
+                .added(collection: "tasks", id: "a", fields: ["text": "x", "done": false])
+            ])
+        #expect(
+            changes(h.receive(.changed(collection: "tasks", id: "a", fields: ["done": true], cleared: ["text"]))) == [
+                .changed(collection: "tasks", id: "a", fields: ["done": true], cleared: ["text"], previous: ["done": false, "text": "x"])
+            ])
         #expect(changes(h.receive(.changed(collection: "tasks", id: "a", fields: ["done": true], cleared: []))).isEmpty, "no-op change")
         #expect(changes(h.receive(.removed(collection: "tasks", id: "a"))) == [.removed(collection: "tasks", id: "a", previous: ["done": true])])
         #expect(h.machine.cache.documentCount == 0)
@@ -236,11 +239,12 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         #expect(changes(afterLogin).isEmpty, "a re-sent method blocks quiescence")
         _ = h.receive(.result(id: pending, outcome: .success(["again"])))
         let done = h.receive(.updated(methods: [pending]))
-        #expect(changes(done) == [
-            .removed(collection: "tasks", id: "gone", previous: ["n": 3]),
-            .changed(collection: "tasks", id: "b", fields: ["n": 20], cleared: [], previous: ["n": 2]),
-            .added(collection: "tasks", id: "new", fields: ["n": 4]),
-        ])
+        #expect(
+            changes(done) == [
+                .removed(collection: "tasks", id: "gone", previous: ["n": 3]),
+                .changed(collection: "tasks", id: "b", fields: ["n": 20], cleared: [], previous: ["n": 2]),
+                .added(collection: "tasks", id: "new", fields: ["n": 4])
+            ])
         #expect(done.contains(.subscriptionReady(id: sub)))
         #expect(done.contains(.methodCompleted(id: pending, outcome: .success(["again"]))))
         #expect(h.machine.userID == "U1")
@@ -287,7 +291,10 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let (once, _) = h.machine.callMethod("charge", params: [], options: MethodOptions(atMostOnce: true))
         let (again, _) = h.machine.callMethod("echo", params: [])
         let closed = h.machine.transportClosed(at: h.now, unit: 0)
-        #expect(closed.contains { if case .methodCompleted(once, .failure(let e)) = $0 { return e.error == .string("invocation-failed") } else { return false } })
+        #expect(
+            closed.contains {
+                if case .methodCompleted(once, .failure(let e)) = $0 { return e.error == .string("invocation-failed") } else { return false }
+            })
         _ = h.machine.reconnectTimerFired()
         _ = h.machine.transportOpened(at: h.now)
         #expect(sent(h.receive(.connected(session: "S2"))) == [.method(id: again, method: "echo", params: [], randomSeed: nil)])
@@ -301,7 +308,10 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         #expect(actions.contains(.closeTransport))
         #expect(actions.contains { if case .methodCompleted(id, .failure) = $0 { return true } else { return false } })
         #expect(actions.last == .stateChanged(.closed(reason: "session ended")))
-        #expect(h.machine.callMethod("x", params: []).actions.contains { if case .methodCompleted(_, .failure) = $0 { return true } else { return false } })
+        #expect(
+            h.machine.callMethod("x", params: []).actions.contains {
+                if case .methodCompleted(_, .failure) = $0 { return true } else { return false }
+            })
     }
 
     @Test func backoffGrowsWithJitterAndIsCapped() {
@@ -315,7 +325,8 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         #expect(ReconnectPolicy().delay(attempt: 0, unit: 0) == .zero)
         #expect(ReconnectPolicy().delay(attempt: 2, unit: 0.25) == .seconds(1))
         // Out-of-range settings never trap.
-        #expect(ReconnectPolicy(initialDelay: .seconds(1), multiplier: 1e300, maxDelay: .seconds(1e12)).delay(attempt: 64, unit: 1) == .seconds(86_400))
+        #expect(
+            ReconnectPolicy(initialDelay: .seconds(1), multiplier: 1e300, maxDelay: .seconds(1e12)).delay(attempt: 64, unit: 1) == .seconds(86_400))
         var h = Harness()
         h.connect()
         var delays: [Duration] = []

@@ -5,8 +5,9 @@ import Testing
     @Test func toleratesAnAddForAHeldDocumentAsAReplacement() {
         var cache = DocumentCache()
         _ = cache.apply(.added(collection: "c", id: "1", fields: ["a": 1, "b": 2]))
-        #expect(cache.apply(.added(collection: "c", id: "1", fields: ["a": 1, "c": 3]))?.change ==
-            .changed(collection: "c", id: "1", fields: ["c": 3], cleared: ["b"], previous: ["b": 2]))
+        #expect(
+            cache.apply(.added(collection: "c", id: "1", fields: ["a": 1, "c": 3]))?.change
+                == .changed(collection: "c", id: "1", fields: ["c": 3], cleared: ["b"], previous: ["b": 2]))
         #expect(cache.apply(.added(collection: "c", id: "1", fields: ["a": 1, "c": 3]))?.change == nil)
     }
 
@@ -63,7 +64,7 @@ import Testing
             .addedBefore(collection: "o", id: "y", fields: [:], before: "x"),
             .movedBefore(collection: "o", id: "x", before: "y"),
             .removed(collection: "c", id: "1"),
-            .removed(collection: "c", id: "1"),
+            .removed(collection: "c", id: "1")
         ]
         for message in messages {
             let before = cache

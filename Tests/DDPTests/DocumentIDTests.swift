@@ -15,7 +15,7 @@ import Testing
         (.bool(true), "~true"),
         (.bool(false), "~false"),
         (.null, "~null"),
-        (.undefined, "-"),
+        (.undefined, "-")
     ])
     func wireFormRoundTrips(id: DocumentID, wire: String) throws {
         #expect(id.wire == wire)

@@ -39,7 +39,10 @@ import Testing
 
     @Test func escapeKeepsOneLevelLiteralAndConvertsBelowIt() throws {
         let value = try parse(#"{"$escape":{"$date":{"$date":5}}}"#)
-        guard case .object(let outer) = value else { Issue.record("expected an object"); return }
+        guard case .object(let outer) = value else {
+            Issue.record("expected an object")
+            return
+        }
         #expect(outer.keys == ["$date"])
         #expect(outer["$date"] == .date(5))
         // Serializing an object that looks like a typed form wraps it again.
@@ -54,7 +57,8 @@ import Testing
     }
 
     @Test func nestedTypedValuesRoundTrip() throws {
-        let source = #"{"when":{"$date":1704164645678},"blob":{"$binary":"AAECf4D9/v8="},"nested":{"a":1,"b":{"c":[1,2,{"d":"x"}]},"s":"str","f":1.5,"t":true,"z":null}}"#
+        let source =
+            #"{"when":{"$date":1704164645678},"blob":{"$binary":"AAECf4D9/v8="},"nested":{"a":1,"b":{"c":[1,2,{"d":"x"}]},"s":"str","f":1.5,"t":true,"z":null}}"#
         let value = try parse(source)
         #expect(text(value) == source)
         #expect(value["nested"]?["b"]?["c"]?.arrayValue?[2]["d"] == "x")
@@ -110,7 +114,7 @@ import Testing
         ("{\"$escape\":3}", "$escape must be an object, got number"),
         ("{\"$type\":1,\"$value\":2}", "$type must be a string, got number"),
         ("{\"$InfNaN\":\"x\"}", "$InfNaN must be 1, -1 or 0, got string"),
-        ("@", "unexpected character '@'"),
+        ("@", "unexpected character '@'")
     ])
     func malformedInputGivesAPreciseError(input: String, reason: String) {
         #expect(throws: EJSONParseError.self) { try EJSONParser.parse(input) }

@@ -44,7 +44,9 @@ import Testing
     }
 
     @Test func errorsCarryStringOrNumericCodes() throws {
-        let numeric = DDPError(ejson: ["error": 404, "reason": "Method 'x' not found", "message": "Method 'x' not found [404]", "errorType": "Meteor.Error"])
+        let numeric = DDPError(ejson: [
+            "error": 404, "reason": "Method 'x' not found", "message": "Method 'x' not found [404]", "errorType": "Meteor.Error"
+        ])
         #expect(numeric.error == .number(404))
         #expect(numeric.reason == "Method 'x' not found")
         let named = DDPError(ejson: ["error": "too-many-requests", "reason": "slow down", "details": ["timeToReset": 900]])
@@ -55,9 +57,11 @@ import Testing
     }
 
     @Test func clientMessagesEncodeAsMeteorSendsThem() {
-        #expect(String(decoding: ClientMessage.connect(version: "1", support: ["1", "pre2", "pre1"]).encode(), as: UTF8.self)
-            == #"{"msg":"connect","version":"1","support":["1","pre2","pre1"]}"#)
-        #expect(String(decoding: ClientMessage.method(id: "m1", method: "echo", params: [1], randomSeed: "s").encode(), as: UTF8.self)
-            == #"{"msg":"method","id":"m1","method":"echo","params":[1],"randomSeed":"s"}"#)
+        #expect(
+            String(decoding: ClientMessage.connect(version: "1", support: ["1", "pre2", "pre1"]).encode(), as: UTF8.self)
+                == #"{"msg":"connect","version":"1","support":["1","pre2","pre1"]}"#)
+        #expect(
+            String(decoding: ClientMessage.method(id: "m1", method: "echo", params: [1], randomSeed: "s").encode(), as: UTF8.self)
+                == #"{"msg":"method","id":"m1","method":"echo","params":[1],"randomSeed":"s"}"#)
     }
 }

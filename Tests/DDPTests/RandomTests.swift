@@ -33,9 +33,10 @@ import Testing
     @Test func passwordDigest() {
         #expect(SHA256Digest.hex("secret") == "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b")
         #expect(SHA256Digest.hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(LoginRequest.password(user: .username("alice"), password: "secret").parameter == [
-            "user": ["username": "alice"],
-            "password": ["digest": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b", "algorithm": "sha-256"],
-        ])
+        #expect(
+            LoginRequest.password(user: .username("alice"), password: "secret").parameter == [
+                "user": ["username": "alice"],
+                "password": ["digest": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b", "algorithm": "sha-256"]
+            ])
     }
 }

@@ -1,10 +1,11 @@
-@testable import DDP
 import Testing
+
+@testable import DDP
 
 @Suite struct SelectorTests {
     let doc: EJSONObject = [
         "_id": "a", "n": 5, "s": "hello", "tags": ["x", "y"], "done": false, "when": .date(100),
-        "profile": ["name": "Ann", "age": 30], "items": [["k": 1], ["k": 2]],
+        "profile": ["name": "Ann", "age": 30], "items": [["k": 1], ["k": 2]]
     ]
 
     func matches(_ selector: EJSON) throws -> Bool { try Selector(selector).matches(doc) }
@@ -58,7 +59,7 @@ import Testing
             ["a": [1, 2, 3], "b": [["c": 2], ["c": 3]], "s": ["x", "y"]],
             ["a": ["b": ["c": nil]], "b": "text", "e": 0],
             ["b": ["c": ["d": 4]], "a": 2.5],
-            [:],
+            [:]
         ]
         let selectors = [
             #"{"a":1}"#, #"{"a":{"$ne":1}}"#, #"{"a":{"$in":[1,2]}}"#, #"{"a":{"$nin":[1,null]}}"#,
@@ -66,7 +67,7 @@ import Testing
             #"{"b.c":2}"#, #"{"b.c":{"$ne":2}}"#, #"{"b.c.d":4}"#, #"{"b.d":{"$size":2}}"#, #"{"b.d":2}"#,
             #"{"a.b.c":null}"#, #"{"a.1":2}"#, #"{"s":{"$not":{"$in":["y"]}}}"#, #"{"s":{"$all":["x"]}}"#,
             #"{"b":{"$elemMatch":{"c":3}}}"#, #"{"$or":[{"a":2.5},{"b":"text"}],"e":{"$nin":[1]}}"#,
-            #"{"$nor":[{"a":1}],"missing.deep":{"$exists":false}}"#, #"{"b.c":{"$gte":2,"$ne":3}}"#,
+            #"{"$nor":[{"a":1}],"missing.deep":{"$exists":false}}"#, #"{"b.c":{"$gte":2,"$ne":3}}"#
         ]
         for text in selectors {
             let selector = try Selector(EJSONParser.parse(text))

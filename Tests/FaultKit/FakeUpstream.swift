@@ -61,7 +61,10 @@ public final class FakeUpstream: Sendable {
 
     public func stop() async {
         let (running, channel) = state.withLockedValue { state in
-            defer { state.running = nil; state.stallChannel = nil }
+            defer {
+                state.running = nil
+                state.stallChannel = nil
+            }
             return (state.running, state.stallChannel)
         }
         if let running {
@@ -79,7 +82,12 @@ public final class FakeUpstream: Sendable {
         }
     }
 
-    private func opened() { state.withLockedValue { $0.arrivals.append(.now); $0.open += 1 } }
+    private func opened() {
+        state.withLockedValue {
+            $0.arrivals.append(.now)
+            $0.open += 1
+        }
+    }
     private func closed() { state.withLockedValue { $0.open -= 1 } }
 
     private func startAccepting() async throws {
@@ -113,7 +121,10 @@ public final class FakeUpstream: Sendable {
         let task = Task { try await group.run() }
         var iterator = bound.makeAsyncIterator()
         let port = await iterator.next() ?? 0
-        state.withLockedValue { $0.running = (group, task); $0.port = port }
+        state.withLockedValue {
+            $0.running = (group, task)
+            $0.port = port
+        }
         if port == 0 { throw FakeUpstreamError.didNotStart }
     }
 
@@ -127,7 +138,10 @@ public final class FakeUpstream: Sendable {
                 return channel.pipeline.addHandler(SilentHandler())
             }
             .bind(host: "127.0.0.1", port: 0).get()
-        state.withLockedValue { $0.stallChannel = channel; $0.port = channel.localAddress?.port ?? 0 }
+        state.withLockedValue {
+            $0.stallChannel = channel
+            $0.port = channel.localAddress?.port ?? 0
+        }
     }
 }
 

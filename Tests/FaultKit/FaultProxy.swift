@@ -53,7 +53,10 @@ public final class FaultProxy: Sendable {
 
     public func stop() async {
         let (listener, pairs) = state.withLockedValue { state in
-            defer { state.listener = nil; state.pairs = [:] }
+            defer {
+                state.listener = nil
+                state.pairs = [:]
+            }
             return (state.listener, Array(state.pairs.values))
         }
         try? await listener?.close()

@@ -1,5 +1,5 @@
-public import DDPClient
 import DDP
+public import DDPClient
 import Foundation
 
 /// The bridge's settings. Each is declared once, in ``Settings/all``: its flag, its help, how its
@@ -121,7 +121,9 @@ public struct Settings: Sendable {
         }
     }
 
-    static func integer(_ flag: String, _ help: String, _ path: any WritableKeyPath<Settings, Int> & Sendable, minimum: Int = 1, maximum: Int = 1 << 40) -> Setting {
+    static func integer(
+        _ flag: String, _ help: String, _ path: any WritableKeyPath<Settings, Int> & Sendable, minimum: Int = 1, maximum: Int = 1 << 40
+    ) -> Setting {
         Setting(flag: flag, help: help, isSwitch: false, fallback: nil, show: { String($0[keyPath: path]) }) { value, settings in
             settings[keyPath: path] = try value.integer(minimum: minimum, maximum: maximum)
         }
@@ -133,8 +135,10 @@ public struct Settings: Sendable {
         }
     }
 
-    static func custom(_ flag: String, _ help: String, fallback: String? = nil, show: @escaping @Sendable (Settings) -> String?,
-                       apply: @escaping @Sendable (Value, inout Settings) throws -> Void) -> Setting {
+    static func custom(
+        _ flag: String, _ help: String, fallback: String? = nil, show: @escaping @Sendable (Settings) -> String?,
+        apply: @escaping @Sendable (Value, inout Settings) throws -> Void
+    ) -> Setting {
         Setting(flag: flag, help: help, isSwitch: false, fallback: fallback, show: show, apply: apply)
     }
 
@@ -145,7 +149,8 @@ public struct Settings: Sendable {
 
     /// Every setting of `serve` and `demo`.
     public static let all: [Setting] = [
-        custom("upstream", "The Meteor app's DDP WebSocket, e.g. ws://meteor:3000/websocket (wss:// for TLS)", show: { _ in nil }) { value, settings in
+        custom("upstream", "The Meteor app's DDP WebSocket, e.g. ws://meteor:3000/websocket (wss:// for TLS)", show: { _ in nil }) {
+            value, settings in
             settings.configuration.upstream = try upstreamURL(value)
         },
         custom("host", "Address to listen on", show: { $0.host }) { value, settings in settings.host = value.text },
@@ -158,39 +163,51 @@ public struct Settings: Sendable {
         toggle("upstream-compression", "Negotiate permessage-deflate with the upstream", \.configuration.upstreamCompression),
         seconds("connect-timeout", "Seconds a new session waits for the upstream before answering 503", \.configuration.connectTimeout, minimum: 0.1),
         seconds("request-timeout", "Default seconds a method call or subscription waits", \.configuration.requestTimeout, minimum: 0.1),
-        seconds("read-timeout", "Seconds a client may take to send a request, or stay idle between requests (open streams excepted)",
-                \.configuration.readTimeout, minimum: 0.1),
+        seconds(
+            "read-timeout", "Seconds a client may take to send a request, or stay idle between requests (open streams excepted)",
+            \.configuration.readTimeout, minimum: 0.1),
         seconds("shutdown-grace", "Seconds requests in flight get to finish on SIGTERM/SIGINT before sessions close", \.configuration.shutdownGrace),
-        seconds("session-idle-timeout", "Seconds without requests or streams before a session closes", \.configuration.sessionIdleTimeout, minimum: 1),
+        seconds(
+            "session-idle-timeout", "Seconds without requests or streams before a session closes", \.configuration.sessionIdleTimeout, minimum: 1),
         seconds("subscription-linger", "Seconds an unused shared subscription is kept", \.configuration.subscriptionLinger),
         integer("max-sessions", "Sessions in total", \.configuration.maxSessions),
         integer("max-sessions-per-address", "Sessions per client address", \.configuration.maxSessionsPerAddress),
         integer("max-subscriptions-per-session", "Subscriptions per session", \.configuration.maxSubscriptionsPerSession),
         integer("max-streams-per-session", "Open event streams per session", \.configuration.maxStreamsPerSession),
         integer("max-body-size", "Largest request body in bytes", \.configuration.maxBodySize, minimum: 64),
-        custom("login-rate-limit", "Failed logins per client address per minute, on every route that logs in",
-               show: { String($0.configuration.loginRateLimit.calls) }) { value, settings in
+        custom(
+            "login-rate-limit", "Failed logins per client address per minute, on every route that logs in",
+            show: { String($0.configuration.loginRateLimit.calls) }
+        ) { value, settings in
             settings.configuration.loginRateLimit = (try value.integer(), .seconds(60))
         },
         custom("session-rate-limit", "Session creations per client address per 10 s", show: { String($0.configuration.sessionRateLimit.calls) }) {
             value, settings in settings.configuration.sessionRateLimit = (try value.integer(), .seconds(10))
         },
-        custom("reconnect-rate", "Upstream reconnect attempts per second across all sessions (0: unpaced)",
-               show: { Value.format($0.configuration.reconnectRate) }) { value, settings in
+        custom(
+            "reconnect-rate", "Upstream reconnect attempts per second across all sessions (0: unpaced)",
+            show: { Value.format($0.configuration.reconnectRate) }
+        ) { value, settings in
             settings.configuration.reconnectRate = try value.number(maximum: 1_000_000)
         },
-        integer("reconnect-burst", "Upstream reconnect attempts allowed at once before the rate applies", \.configuration.reconnectBurst,
-                maximum: 1_000_000),
-        seconds("query-time-budget", "Seconds one collection query may scan before it is refused (422)", \.configuration.queryTimeBudget,
-                minimum: 0.01),
+        integer(
+            "reconnect-burst", "Upstream reconnect attempts allowed at once before the rate applies", \.configuration.reconnectBurst,
+            maximum: 1_000_000),
+        seconds(
+            "query-time-budget", "Seconds one collection query may scan before it is refused (422)", \.configuration.queryTimeBudget,
+            minimum: 0.01),
         // NIO takes frame limits of at most 32 bits; a message over 1 GiB is no DDP message.
-        integer("upstream-max-message-size", "Largest DDP message accepted from the upstream, in bytes", \.configuration.upstreamMaxMessageSize,
-                minimum: 1024, maximum: 1 << 30),
-        toggle("trust-forwarded-for", "Deprecated (one proxy in front): trust the direct peer's X-Forwarded-For; prefer --trusted-proxies",
-               \.configuration.trustForwardedFor),
-        custom("trusted-proxies",
-               "Comma-separated addresses or CIDR ranges of your reverse proxies; the client address is the rightmost X-Forwarded-For entry not among them",
-               show: { _ in nil }) { value, settings in
+        integer(
+            "upstream-max-message-size", "Largest DDP message accepted from the upstream, in bytes", \.configuration.upstreamMaxMessageSize,
+            minimum: 1024, maximum: 1 << 30),
+        toggle(
+            "trust-forwarded-for", "Deprecated (one proxy in front): trust the direct peer's X-Forwarded-For; prefer --trusted-proxies",
+            \.configuration.trustForwardedFor),
+        custom(
+            "trusted-proxies",
+            "Comma-separated addresses or CIDR ranges of your reverse proxies; the client address is the rightmost X-Forwarded-For entry not among them",
+            show: { _ in nil }
+        ) { value, settings in
             var ranges: [IPRange] = []
             for entry in value.text.split(separator: ",") {
                 let text = entry.trimmingCharacters(in: .whitespaces)
@@ -200,16 +217,21 @@ public struct Settings: Sendable {
             }
             settings.configuration.trustedProxies = ranges
         },
-        custom("batch-window", "Milliseconds over which changes are consolidated per document",
-               show: { Value.format(Double($0.configuration.batchWindow / .microseconds(1)) / 1000) }) {
+        custom(
+            "batch-window", "Milliseconds over which changes are consolidated per document",
+            show: { Value.format(Double($0.configuration.batchWindow / .microseconds(1)) / 1000) }
+        ) {
             value, settings in settings.configuration.batchWindow = .microseconds(Int64((try value.number(maximum: 60_000) * 1000).rounded()))
         },
         integer("event-log-size", "Events a session keeps for resuming streams", \.configuration.eventLogSize),
-        integer("event-log-bytes", "Bytes of events a session keeps for resuming streams (oldest dropped first)", \.configuration.eventLogBytes,
-                minimum: 1024),
-        custom("session-max-documents",
-               "Most documents one session may hold; past it, the subscriptions still loading (or the newest) are stopped with too-many-documents",
-               show: { $0.configuration.ddp.maxCachedDocuments.map(String.init) }) { value, settings in
+        integer(
+            "event-log-bytes", "Bytes of events a session keeps for resuming streams (oldest dropped first)", \.configuration.eventLogBytes,
+            minimum: 1024),
+        custom(
+            "session-max-documents",
+            "Most documents one session may hold; past it, the subscriptions still loading (or the newest) are stopped with too-many-documents",
+            show: { $0.configuration.ddp.maxCachedDocuments.map(String.init) }
+        ) { value, settings in
             settings.configuration.ddp.maxCachedDocuments = try value.integer(maximum: 1_000_000_000)
         },
         seconds("heartbeat-interval", "Seconds between heartbeat comments on idle streams", \.configuration.heartbeatInterval, minimum: 0.1),
@@ -224,9 +246,11 @@ public struct Settings: Sendable {
             settings.configuration.publicFolder = existingFolder(value.text)
             if settings.configuration.publicFolder == nil, value.isExplicit { throw value.invalid(": '\(value.text)' is not a folder") }
         },
-        custom("cors-origins",
-               "Comma-separated origins allowed from browsers, with credentials (the session cookie); * admits any other origin without credentials (bearer tokens only); none by default",
-               show: { _ in nil }) { value, settings in
+        custom(
+            "cors-origins",
+            "Comma-separated origins allowed from browsers, with credentials (the session cookie); * admits any other origin without credentials (bearer tokens only); none by default",
+            show: { _ in nil }
+        ) { value, settings in
             let origins = value.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             for origin in origins where origin != "*" {
                 guard let url = URL(string: origin), ["http", "https"].contains(url.scheme ?? ""), url.host != nil, url.path.isEmpty else {
@@ -240,7 +264,7 @@ public struct Settings: Sendable {
         },
         custom("log-format", "human or json (one JSON object per line)", show: { $0.logFormat }) { value, settings in
             settings.logFormat = try value.oneOf(["human", "json"])
-        },
+        }
     ]
 
     static func upstreamURL(_ value: Value) throws(Invalid) -> String {
@@ -296,7 +320,8 @@ public struct Settings: Sendable {
     public static func helpText(excluding excluded: Set<String> = []) -> String {
         all.filter { !excluded.contains($0.flag) }.map { setting in
             let shown = setting.shownDefault.map { ", default \($0)" } ?? ""
-            return "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n      env \(setting.environment)\(shown)\n      \(setting.help)"
+            return
+                "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n      env \(setting.environment)\(shown)\n      \(setting.help)"
         }.joined(separator: "\n")
     }
 }

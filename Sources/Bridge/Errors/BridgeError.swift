@@ -17,7 +17,10 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
     public let retryAfter: Int?
     public let allow: [HTTPRequest.Method]
 
-    public init(_ status: HTTPResponse.Status, _ error: String, _ reason: String, details: EJSON? = nil, retryAfter: Int? = nil, allow: [HTTPRequest.Method] = []) {
+    public init(
+        _ status: HTTPResponse.Status, _ error: String, _ reason: String, details: EJSON? = nil, retryAfter: Int? = nil,
+        allow: [HTTPRequest.Method] = []
+    ) {
         self.status = status
         self.error = .string(error)
         self.reason = reason
@@ -81,10 +84,11 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
         case .string:
             status = .badRequest
         }
-        let code: EJSON = switch error.error {
-        case .string(let s): .string(s)
-        case .number(let n): .int(n)
-        }
+        let code: EJSON =
+            switch error.error {
+            case .string(let s): .string(s)
+            case .number(let n): .int(n)
+            }
         return BridgeError(status: status, error: code, reason: reason, details: error.details, retryAfter: retryAfter)
     }
 

@@ -1,5 +1,5 @@
-public import DDP
 import CoreMetrics
+public import DDP
 import NIOCore
 
 /// What a stream delivers: some collections, one document, or a live query over one collection.
@@ -66,7 +66,8 @@ final class EventStream: Sendable {
                 head = []
             }
             while bytes < budget, let doc = documents.popFirst() {
-                let event = SessionEvent.document(.added(collection: doc.collection, id: doc.id, fields: doc.document), document: doc.document, id: logID)
+                let event = SessionEvent.document(
+                    .added(collection: doc.collection, id: doc.id, fields: doc.document), document: doc.document, id: logID)
                 let frame = SSEFrame.encode(id: nil, event: event.kind.rawValue, data: event.payload)
                 bytes += frame.count
                 out.append(frame)
@@ -114,13 +115,15 @@ final class EventStream: Sendable {
             switch (wasInside, inside) {
             case (false, true):
                 state.matching.insert(id)
-                return SessionEvent.document(.added(collection: collection, id: id, fields: event.document!), document: event.document, id: event.id).frame
+                return SessionEvent.document(.added(collection: collection, id: id, fields: event.document!), document: event.document, id: event.id)
+                    .frame
             case (true, true):
                 return event.frame
             case (true, false):
                 state.matching.remove(id)
                 if event.kind == .removed { return event.frame }
-                return SessionEvent.document(.removed(collection: collection, id: id, previous: event.document ?? [:]), document: nil, id: event.id).frame
+                return SessionEvent.document(.removed(collection: collection, id: id, previous: event.document ?? [:]), document: nil, id: event.id)
+                    .frame
             case (false, false):
                 return nil
             }
@@ -165,10 +168,12 @@ final class EventStream: Sendable {
             state.dropped += state.frames.count
             state.frames = []
             state.bytes = 0
-            state.ending = SSEFrame.encode(id: nil, event: "error", data: [
-                "error": "slow-consumer",
-                "reason": .string("The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up"),
-            ])
+            state.ending = SSEFrame.encode(
+                id: nil, event: "error",
+                data: [
+                    "error": "slow-consumer",
+                    "reason": .string("The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up")
+                ])
             return true
         }
         return wasEmpty

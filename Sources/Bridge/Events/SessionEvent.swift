@@ -48,15 +48,19 @@ public struct SessionEvent: Sendable {
             payload = ["collection": .string(c), "id": idValue, "fields": .object(fields)]
         case .changed(let c, _, let fields, let cleared, let previous):
             kind = .changed
-            payload = ["collection": .string(c), "id": idValue, "fields": .object(fields),
-                       "cleared": .array(cleared.map(EJSON.string)), "previous": .object(previous)]
+            payload = [
+                "collection": .string(c), "id": idValue, "fields": .object(fields),
+                "cleared": .array(cleared.map(EJSON.string)), "previous": .object(previous)
+            ]
         case .removed(let c, _, let previous):
             kind = .removed
             payload = ["collection": .string(c), "id": idValue, "previous": .object(previous)]
         case .moved(let c, _, let before):
             kind = .moved
-            payload = ["collection": .string(c), "id": idValue,
-                       "before": before.map { (try? DocumentID(wire: $0).ejson) ?? .string($0) } ?? .null]
+            payload = [
+                "collection": .string(c), "id": idValue,
+                "before": before.map { (try? DocumentID(wire: $0).ejson) ?? .string($0) } ?? .null
+            ]
         }
         return SessionEvent(id: id, kind: kind, payload: payload, collection: change.collection, documentID: change.id, document: document)
     }

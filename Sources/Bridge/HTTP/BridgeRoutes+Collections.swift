@@ -16,8 +16,9 @@ extension BridgeRoutes {
     /// `GET /v1/collections/{name}?selector=&sort=&skip=&limit=&fields=`.
     @Sendable func queryCollection(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
-                let query = try DocumentQuery(
-            selector: RequestInput.query(request, "selector"), sort: RequestInput.query(request, "sort"), skip: RequestInput.query(request, "skip"), limit: RequestInput.query(request, "limit"), fields: RequestInput.query(request, "fields"),
+        let query = try DocumentQuery(
+            selector: RequestInput.query(request, "selector"), sort: RequestInput.query(request, "sort"), skip: RequestInput.query(request, "skip"),
+            limit: RequestInput.query(request, "limit"), fields: RequestInput.query(request, "fields"),
             defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
         let session = try await session(request, context)
         // A copy of the one collection (copy-on-write: O(1) now; the connection copies its
@@ -75,7 +76,9 @@ extension BridgeRoutes {
         let session = try await session(request, context)
         let result = try await collectionCall(session, name, "insert", [.object(document)], randomSeed: document["_id"] == nil ? seed : nil)
         let id: EJSON
-        if let result, !result.isNull { id = result } else {
+        if let result, !result.isNull {
+            id = result
+        } else {
             var generator = AleaRandom(randomSeed: seed, stream: "/collection/\(name)")
             id = document["_id"] ?? .string(generator.id())
         }
@@ -114,7 +117,8 @@ extension BridgeRoutes {
     }
 
     /// Calls `/{name}/{op}`, falling back to Meteor 3's `/{name}/{op}Async` when only that exists.
-    private func collectionCall(_ session: Session, _ name: String, _ op: String, _ params: [EJSON], randomSeed: String? = nil) async throws -> EJSON? {
+    private func collectionCall(_ session: Session, _ name: String, _ op: String, _ params: [EJSON], randomSeed: String? = nil) async throws -> EJSON?
+    {
         try await session.waitUntilConnected(timeout: configuration.connectTimeout)
         let options = MethodOptions(randomSeed: randomSeed)
         do {

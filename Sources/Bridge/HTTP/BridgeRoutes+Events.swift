@@ -19,7 +19,9 @@ extension BridgeRoutes {
         if let name = RequestInput.query(request, "subscribe"), !name.isEmpty {
             var params: [EJSON] = []
             if let text = RequestInput.query(request, "params"), !text.isEmpty {
-                guard case .array(let list) = try DocumentQuery.json(text, "params") else { throw BridgeError.badRequest("params must be a JSON array") }
+                guard case .array(let list) = try DocumentQuery.json(text, "params") else {
+                    throw BridgeError.badRequest("params must be a JSON array")
+                }
                 params = list
             }
             owned = (name, params)
@@ -62,9 +64,12 @@ extension BridgeRoutes {
                         }
                     }
                 } onGracefulShutdown: {
-                    stream.finish(with: SSEFrame.encode(id: nil, event: "error", data: [
-                        "error": "shutting-down", "reason": "The bridge is shutting down; reconnect with Last-Event-ID",
-                    ]))
+                    stream.finish(
+                        with: SSEFrame.encode(
+                            id: nil, event: "error",
+                            data: [
+                                "error": "shutting-down", "reason": "The bridge is shutting down; reconnect with Last-Event-ID"
+                            ]))
                 }
             } catch {
                 // The consumer went away; clean up below.

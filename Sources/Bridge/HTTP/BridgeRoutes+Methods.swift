@@ -28,7 +28,9 @@ extension BridgeRoutes {
         try await session.waitUntilConnected(timeout: min(timeout, configuration.connectTimeout))
         let started = ContinuousClock.now
         defer { registry.metrics.methodDuration.recordNanoseconds(Int64((ContinuousClock.now - started).seconds * 1e9)) }
-        let call = { try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout) }
+        let call = {
+            try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
+        }
         // Logging in through the generic route counts against the same failed-login limit.
         let result = ["login", "createUser"].contains(name) ? try await registry.login(from: session.clientAddress, call) : try await call()
         return Reply.json(["result": result ?? .null])

@@ -37,7 +37,7 @@ extension BridgeRoutes {
             "userId": session.userID.map(EJSON.string) ?? .null,
             "subscriptions": .array(session.subscriptions.map(\.ejson)),
             "createdAt": .string(session.createdAt.formatted(.iso8601)),
-            "idleTimeout": .int(Int(configuration.sessionIdleTimeout.seconds)),
+            "idleTimeout": .int(Int(configuration.sessionIdleTimeout.seconds))
         ])
     }
 
@@ -50,7 +50,8 @@ extension BridgeRoutes {
 
     /// `POST /v1/session/login`.
     @Sendable func login(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        guard let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize), let loginRequest = try Self.loginRequest(body) else {
+        guard let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize), let loginRequest = try Self.loginRequest(body)
+        else {
             throw BridgeError.badRequest("the body must hold {\"username\" or \"email\", \"password\"}, {\"resume\": token} or {\"login\": payload}")
         }
         let session = try await session(request, context)
@@ -76,7 +77,9 @@ extension BridgeRoutes {
         let username = try Self.optionalString(body, "username")
         let email = try Self.optionalString(body, "email")
         guard username != nil || email != nil else { throw BridgeError.badRequest("a username or an email is needed") }
-        guard case .string(let password)? = body["password"], !password.isEmpty else { throw BridgeError.badRequest("password must be a non-empty string") }
+        guard case .string(let password)? = body["password"], !password.isEmpty else {
+            throw BridgeError.badRequest("password must be a non-empty string")
+        }
         if let profile = body["profile"], profile.objectValue == nil { throw BridgeError.badRequest("profile must be an object") }
         let existing = RequestInput.credential(request) == nil ? nil : try await session(request, context)
         let address = existing?.clientAddress ?? RequestInput.clientAddress(request, context, configuration: configuration)
@@ -87,7 +90,8 @@ extension BridgeRoutes {
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
             let result = try await registry.login(from: address) {
-                try await session.createUser(username: username, email: email, password: password, profile: body["profile"], timeout: configuration.requestTimeout)
+                try await session.createUser(
+                    username: username, email: email, password: password, profile: body["profile"], timeout: configuration.requestTimeout)
             }
             var out = Self.loginFields(result)
             var headers: HTTPFields = [:]

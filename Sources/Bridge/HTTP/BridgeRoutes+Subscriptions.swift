@@ -60,9 +60,11 @@ extension BridgeRoutes {
         guard let failure = outcomes.first(where: { if case .failure = $0 { true } else { false } }), case .failure(let first) = failure else {
             return Reply.json(.array(described), status: .created)
         }
-        throw BridgeError(status: first.status, error: "subscription-failed",
-                          reason: "\(outcomes.filter { if case .failure = $0 { true } else { false } }.count) of \(requests.count) subscriptions failed: \(first.reason)",
-                          details: ["subscriptions": .array(described)], retryAfter: first.retryAfter)
+        throw BridgeError(
+            status: first.status, error: "subscription-failed",
+            reason:
+                "\(outcomes.filter { if case .failure = $0 { true } else { false } }.count) of \(requests.count) subscriptions failed: \(first.reason)",
+            details: ["subscriptions": .array(described)], retryAfter: first.retryAfter)
     }
 
     private func parseSubscription(_ o: EJSONObject) throws(BridgeError) -> SubscriptionRequest {

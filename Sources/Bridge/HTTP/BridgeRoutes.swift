@@ -16,10 +16,14 @@ struct BridgeRoutes: Sendable {
         [
             (.get, "/healthz", { _, _ in ProbeAnswer.health.response }),
             (.get, "/readyz", { _, _ in ProbeAnswer.readiness(probe.connection, sessions: registry.count).response }),
-            (.get, "/metrics", { _, _ in
-                Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                         body: .init(byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe))))
-            }),
+            (
+                .get, "/metrics",
+                { _, _ in
+                    Response(
+                        status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe))))
+                }
+            ),
             (.post, "/v1/sessions", createSession),
             (.get, "/v1/session", getSession),
             (.delete, "/v1/session", deleteSession),
@@ -37,7 +41,7 @@ struct BridgeRoutes: Sendable {
             (.get, "/v1/collections/:name/:id", getDocument),
             (.patch, "/v1/collections/:name/:id", updateDocument),
             (.delete, "/v1/collections/:name/:id", removeDocument),
-            (.get, "/v1/events", events),
+            (.get, "/v1/events", events)
         ]
     }
 
@@ -72,7 +76,8 @@ struct BridgeRoutes: Sendable {
     /// Meteor login token it carries (created and resumed on first use). 401 otherwise.
     func session(_ request: Request, _ context: BridgeRequestContext) async throws -> Session {
         guard let credential = RequestInput.credential(request) else {
-            throw BridgeError.unauthorized("no-session", "This call needs a session: create one with POST /v1/sessions and send its token as Authorization: Bearer")
+            throw BridgeError.unauthorized(
+                "no-session", "This call needs a session: create one with POST /v1/sessions and send its token as Authorization: Bearer")
         }
         let session: Session
         if SessionToken.isSessionToken(credential.token) {

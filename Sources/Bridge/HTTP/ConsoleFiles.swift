@@ -8,7 +8,8 @@ import Logging
 enum ConsoleFiles {
     static func middleware(folder: String, logger: Logger) -> FileMiddleware<BridgeRequestContext, LocalFileSystem> {
         FileMiddleware(
-            folder, cacheControl: CacheControl([(MediaType(type: .any), [.noCache])]), searchForIndexHtml: true, logger: logger)
-            .withAdditionalMediaType(.init(type: .text, subType: "javascript"), mappedToFileExtension: "mjs")
+            folder, cacheControl: CacheControl([(MediaType(type: .any), [.noCache])]), searchForIndexHtml: true, logger: logger
+        )
+        .withAdditionalMediaType(.init(type: .text, subType: "javascript"), mappedToFileExtension: "mjs")
     }
 }

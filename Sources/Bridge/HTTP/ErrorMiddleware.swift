@@ -13,8 +13,9 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
         } catch let error as HTTPError where error.status == .notFound {
             // The router found no handler: a known path with another verb is 405.
             guard let allowed = routes.methods(for: request.uri.path) else { throw BridgeError.from(error) }
-            throw BridgeError(.methodNotAllowed, "method-not-allowed",
-                              "\(request.method.rawValue) is not allowed here; use \(allowed.map(\.rawValue).joined(separator: ", "))", allow: allowed)
+            throw BridgeError(
+                .methodNotAllowed, "method-not-allowed",
+                "\(request.method.rawValue) is not allowed here; use \(allowed.map(\.rawValue).joined(separator: ", "))", allow: allowed)
         }
     }
 }
@@ -34,9 +35,11 @@ struct ErrorShapeMiddleware: RouterMiddleware {
             } else if bridgeError.status.code >= 500 {
                 // Keep the original error for whoever investigates (its type and description; our
                 // errors never carry tokens or passwords).
-                context.logger.error("request failed", metadata: [
-                    "status": "\(bridgeError.status.code)", "error": "\(bridgeError.reason)", "cause": "\(String(reflecting: error))",
-                ])
+                context.logger.error(
+                    "request failed",
+                    metadata: [
+                        "status": "\(bridgeError.status.code)", "error": "\(bridgeError.reason)", "cause": "\(String(reflecting: error))"
+                    ])
             }
             return try bridgeError.response(from: request, context: context)
         }

@@ -31,8 +31,9 @@ struct ProbeAnswer: Sendable {
         }
         var retry = 5
         if case .reconnecting(_, let delay) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
-        let error = BridgeError(.serviceUnavailable, "upstream-unavailable", "The upstream Meteor server is not reachable",
-                                details: ["upstream": connection.ejson], retryAfter: retry)
+        let error = BridgeError(
+            .serviceUnavailable, "upstream-unavailable", "The upstream Meteor server is not reachable",
+            details: ["upstream": connection.ejson], retryAfter: retry)
         return ProbeAnswer(status: error.status, headers: [.retryAfter: String(retry)], json: error.body)
     }
 
@@ -99,7 +100,7 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func answerable(_ request: HTTPRequest, path: String) -> ProbeAnswer? {
         guard request.method == .get, request.headerFields[.contentLength] ?? "0" == "0",
-              request.headerFields[.transferEncoding] == nil, request.headerFields[.origin] == nil
+            request.headerFields[.transferEncoding] == nil, request.headerFields[.origin] == nil
         else { return nil }
         return answer(path)
     }

@@ -22,12 +22,14 @@ struct RequestHygieneMiddleware: RouterMiddleware {
             let bearer = request.headers[.authorization].map { $0.prefix(7).lowercased() == "bearer " } ?? false
             // Refused as authentication failures (401/403), before anything else is looked at.
             if !bearer, RequestInput.query(request, "token") != nil {
-                throw BridgeError.unauthorized("query-token-not-allowed", "a token in the query string is accepted on GET only; send it as Authorization: Bearer")
+                throw BridgeError.unauthorized(
+                    "query-token-not-allowed", "a token in the query string is accepted on GET only; send it as Authorization: Bearer")
             }
             let cookie = request.headers[values: .cookie].contains { $0.contains(SessionCookie.name + "=") }
             if !bearer, cookie, request.method != .delete, !Self.isJSON(request.headers[.contentType]) {
-                throw BridgeError(.forbidden, "cookie-write-not-json",
-                                  "a write authenticated by the session cookie must be sent as Content-Type: application/json")
+                throw BridgeError(
+                    .forbidden, "cookie-write-not-json",
+                    "a write authenticated by the session cookie must be sent as Content-Type: application/json")
             }
         }
         return try await next(request, context)

@@ -28,7 +28,7 @@ public struct JSONLogHandler: LogHandler {
             "time": .string(Date.now.formatted(.iso8601)),
             "level": .string(level.rawValue),
             "label": .string(label),
-            "message": .string(message.description),
+            "message": .string(message.description)
         ]
         for (key, value) in metadata.merging(extra ?? [:], uniquingKeysWith: { $1 }).sorted(by: { $0.key < $1.key }) {
             object[key] = .string(value.description)

@@ -1,6 +1,5 @@
 public import CoreMetrics
 import DDP
-
 public import Prometheus
 
 /// The bridge's metrics, made through swift-metrics with an injected factory (no global state)
@@ -21,7 +20,7 @@ public struct BridgeMetrics: Sendable {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.defaultDurationHistogramBuckets = [
             .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
-            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(30),
+            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5), .seconds(30)
         ]
         self.factory = factory
         reconnects = CoreMetrics.Counter(label: "ddp_bridge_upstream_reconnects_total", factory: factory)

@@ -1,5 +1,5 @@
-import HTTPTypes
 public import DDP
+import HTTPTypes
 
 /// A query over one collection of the session's cache: a Mongo-style selector, a
 /// multi-key sort, skip, limit and a field projection, as `GET /v1/collections/{name}` takes them.
@@ -14,9 +14,15 @@ public struct DocumentQuery: Sendable {
     public init(limit: Int) { self.limit = limit }
 
     /// Reads the query parameters; an empty one counts as absent.
-    public init(selector: String?, sort: String?, skip: String?, limit: String?, fields: String?, defaultLimit: Int, maxLimit: Int) throws(BridgeError) {
+    public init(selector: String?, sort: String?, skip: String?, limit: String?, fields: String?, defaultLimit: Int, maxLimit: Int)
+        throws(BridgeError)
+    {
         func given(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
-        let selector = given(selector), sort = given(sort), skip = given(skip), limit = given(limit), fields = given(fields)
+        let selector = given(selector)
+        let sort = given(sort)
+        let skip = given(skip)
+        let limit = given(limit)
+        let fields = given(fields)
         self.limit = defaultLimit
         if let selector {
             do { self.selector = try Selector(try Self.json(selector, "selector")) } catch let error as SelectorError {
@@ -112,7 +118,9 @@ public struct DocumentQuery: Sendable {
     }
 
     /// Sort (or the collection's own order), skip, limit and projection.
-    private func page(_ matches: [(id: String, document: EJSONObject)], _ collection: DocumentCache.Collection) -> (documents: [EJSONObject], count: Int) {
+    private func page(_ matches: [(id: String, document: EJSONObject)], _ collection: DocumentCache.Collection) -> (
+        documents: [EJSONObject], count: Int
+    ) {
         var matches = matches
         if let order = collection.order, sort.isEmpty {
             let rank = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })

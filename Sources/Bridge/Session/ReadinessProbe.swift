@@ -15,8 +15,9 @@ public final class ReadinessProbe: Service, Sendable {
         var logger = logger
         logger[metadataKey: "ddp.probe"] = "readiness"
         client = DDPClient(
-            options: DDPClientOptions(url: configuration.upstream, protocolConfiguration: configuration.ddp,
-                                      tls: configuration.upstreamTLS, compression: configuration.upstreamCompression),
+            options: DDPClientOptions(
+                url: configuration.upstream, protocolConfiguration: configuration.ddp,
+                tls: configuration.upstreamTLS, compression: configuration.upstreamCompression),
             logger: logger,
             events: ClosureEventSink { event in
                 if case .stateChanged(let connection) = event { state.withLock { $0 = connection } }

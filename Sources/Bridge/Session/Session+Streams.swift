@@ -26,7 +26,8 @@ extension Session {
         try state.withLock { state throws(BridgeError) in
             if let reason = state.closed { throw BridgeError.unauthorized("session-expired", "This session has ended: \(reason)") }
             guard state.streams.count < configuration.maxStreamsPerSession else {
-                throw BridgeError(.tooManyRequests, "too-many-streams", "A session may have at most \(configuration.maxStreamsPerSession) open streams")
+                throw BridgeError(
+                    .tooManyRequests, "too-many-streams", "A session may have at most \(configuration.maxStreamsPerSession) open streams")
             }
             state.openStreams += 1
         }
@@ -53,7 +54,8 @@ extension Session {
                         }
                         prelude = EventStream.Prelude(head: frames, documents: [], tail: [], logID: lastID)
                     } else {
-                        let reason = stream.filter.selector == nil
+                        let reason =
+                            stream.filter.selector == nil
                             ? "Event \(after) is no longer in this session's log" : "A live query restarts from a snapshot"
                         prelude = Self.snapshot(matching, id: lastID, reason: reason)
                     }

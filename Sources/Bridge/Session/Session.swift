@@ -1,13 +1,12 @@
+import CoreMetrics
 public import DDP
 public import DDPClient
-import CoreMetrics
 import Foundation
 import HTTPTypes
 public import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-
 
 /// One user's session: exactly one upstream DDP connection shared by all its requests,
 /// its subscriptions, its login state and its document cache (the client's merged view).
@@ -61,7 +60,10 @@ public final class Session: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
-        let state = LockedState(State(pipeline: EventPipeline(window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes)))
+        let state = LockedState(
+            State(
+                pipeline: EventPipeline(
+                    window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes)))
         self.state = state
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
@@ -171,7 +173,8 @@ public final class Session: Sendable {
                 self.state.withLock { state in
                     switch state.connection {
                     case .connected: continuation.resume()
-                    case .closed(let reason): continuation.resume(throwing: BridgeError.upstreamUnavailable("The upstream connection is closed: \(reason)"))
+                    case .closed(let reason):
+                        continuation.resume(throwing: BridgeError.upstreamUnavailable("The upstream connection is closed: \(reason)"))
                     default: state.connectionWaiters[number] = continuation
                     }
                 }
@@ -222,7 +225,8 @@ public final class Session: Sendable {
         let logOut = state.withLock { state -> Bool in
             guard state.closed == nil else { return false }
             state.closed = reason
-            let ending = SSEFrame.encode(id: nil, event: "error", data: ["error": "session-ended", "reason": .string("The session has ended: \(reason)")])
+            let ending = SSEFrame.encode(
+                id: nil, event: "error", data: ["error": "session-ended", "reason": .string("The session has ended: \(reason)")])
             for stream in state.streams.values { stream.finish(with: ending) }
             return state.loggedInByBridge
         }
@@ -258,8 +262,9 @@ public final class Session: Sendable {
             let key = SharedSubscriptions.key(name, params)
             let exists = state.subscriptions.entries.values.contains { $0.key == key }
             if !exists && state.subscriptions.count >= configuration.maxSubscriptionsPerSession {
-                throw BridgeError(.tooManyRequests, "too-many-subscriptions",
-                                  "A session may hold at most \(configuration.maxSubscriptionsPerSession) subscriptions")
+                throw BridgeError(
+                    .tooManyRequests, "too-many-subscriptions",
+                    "A session may hold at most \(configuration.maxSubscriptionsPerSession) subscriptions")
             }
             return state.subscriptions.acquire(name, params) { "b" + MeteorRandom.id() }
         }

@@ -1,5 +1,5 @@
-import DDP
 import CoreMetrics
+import DDP
 import DDPClient
 import Foundation
 import HTTPTypes
@@ -42,9 +42,10 @@ public final class SessionRegistry: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst)
-        self.state = LockedState(State(
-            logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval),
-            creations: RateLimiter(calls: configuration.sessionRateLimit.calls, interval: configuration.sessionRateLimit.interval)))
+        self.state = LockedState(
+            State(
+                logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval),
+                creations: RateLimiter(calls: configuration.sessionRateLimit.calls, interval: configuration.sessionRateLimit.interval)))
         (started, starter) = AsyncStream<Session>.makeStream()
         (shutdownBegan, shutdownBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -60,16 +61,19 @@ public final class SessionRegistry: Service, Sendable {
         let token = SessionToken.make()
         let hash = SessionToken.hash(token)
         let meteorKey = meteorToken.map(SessionToken.hash)
-        let session = Session(tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration,
-                              logger: logger, metrics: metrics, pacer: pacer)
+        let session = Session(
+            tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration,
+            logger: logger, metrics: metrics, pacer: pacer)
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.sessions.count < configuration.maxSessions else {
-                throw BridgeError(.serviceUnavailable, "too-many-sessions", "The bridge holds its maximum of \(configuration.maxSessions) sessions", retryAfter: 30)
+                throw BridgeError(
+                    .serviceUnavailable, "too-many-sessions", "The bridge holds its maximum of \(configuration.maxSessions) sessions", retryAfter: 30)
             }
             guard state.perAddress[clientAddress, default: 0] < configuration.maxSessionsPerAddress else {
-                throw BridgeError(.tooManyRequests, "too-many-sessions",
-                                  "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions", retryAfter: 60)
+                throw BridgeError(
+                    .tooManyRequests, "too-many-sessions",
+                    "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions", retryAfter: 60)
             }
             state.sessions[hash] = session
             if let meteorKey { state.byMeteorKey[meteorKey] = session }
@@ -85,7 +89,9 @@ public final class SessionRegistry: Service, Sendable {
         let hash = SessionToken.hash(token)
         return try state.withLock { state throws(BridgeError) in
             if let session = state.sessions[hash] { return session }
-            if let reason = state.ended[hash] { throw .unauthorized("session-expired", "This session has ended: \(reason). Create a new one with POST /v1/sessions") }
+            if let reason = state.ended[hash] {
+                throw .unauthorized("session-expired", "This session has ended: \(reason). Create a new one with POST /v1/sessions")
+            }
             throw .unauthorized("invalid-session", "Unknown session token")
         }
     }
@@ -139,9 +145,10 @@ public final class SessionRegistry: Service, Sendable {
         // Whole milliseconds from the duration's integer parts, clamped to a day: no floating conversion.
         let (seconds, attoseconds) = wait.components
         let milliseconds = min(max(seconds, 0), 86_400) * 1000 + max(attoseconds, 0) / 1_000_000_000_000_000
-        return BridgeError(.tooManyRequests, "too-many-requests", reason,
-                           details: ["timeToReset": .int(Int(clamping: milliseconds))],
-                           retryAfter: BridgeError.retryAfterSeconds(milliseconds: Double(milliseconds)))
+        return BridgeError(
+            .tooManyRequests, "too-many-requests", reason,
+            details: ["timeToReset": .int(Int(clamping: milliseconds))],
+            retryAfter: BridgeError.retryAfterSeconds(milliseconds: Double(milliseconds)))
     }
 
     /// Closes a session and forgets it; later requests with its token get `reason`.

@@ -76,7 +76,6 @@ struct SharedSubscriptions: Sendable {
 
     mutating func markReady(_ id: String) { entries[id]?.info.state = .ready }
 
-
     mutating func remove(_ id: String) {
         guard let entry = entries.removeValue(forKey: id) else { return }
         if byKey[entry.key] == id { byKey[entry.key] = nil }

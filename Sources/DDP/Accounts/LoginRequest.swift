@@ -14,10 +14,11 @@ public enum LoginRequest: Sendable, Equatable {
     public var parameter: EJSON {
         switch self {
         case .password(let user, let password):
-            let selector: EJSON = switch user {
-            case .username(let name): ["username": .string(name)]
-            case .email(let address): ["email": .string(address)]
-            }
+            let selector: EJSON =
+                switch user {
+                case .username(let name): ["username": .string(name)]
+                case .email(let address): ["email": .string(address)]
+                }
             return ["user": selector, "password": Self.passwordDigest(password)]
         case .resume(let token):
             return ["resume": .string(token)]

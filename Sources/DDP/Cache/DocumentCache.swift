@@ -141,9 +141,10 @@ public struct DocumentCache: Sendable, Equatable {
                 if survivors + appended != newOrder {
                     for (i, id) in newOrder.enumerated().reversed() {
                         let document = after.documents[id]
-                        changes.append(AppliedChange(
-                            .moved(collection: name, id: id, before: i + 1 < newOrder.count ? newOrder[i + 1] : nil),
-                            before: document, after: document))
+                        changes.append(
+                            AppliedChange(
+                                .moved(collection: name, id: id, before: i + 1 < newOrder.count ? newOrder[i + 1] : nil),
+                                before: document, after: document))
                     }
                 }
             }

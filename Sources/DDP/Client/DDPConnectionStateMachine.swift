@@ -198,7 +198,9 @@ public struct DDPConnectionStateMachine: Sendable {
         reset = nil
         var actions: [Action] = []
         for id in Array(methods.keys) {
-            actions += finish(id, outcome: .failure(.meteor("connection-closed", "The connection was closed: \(reason)")), resultAlreadyReported: methods[id]?.outcome != nil)
+            actions += finish(
+                id, outcome: .failure(.meteor("connection-closed", "The connection was closed: \(reason)")),
+                resultAlreadyReported: methods[id]?.outcome != nil)
         }
         blocks = []
         if wasOpen { actions.append(.closeTransport) }
@@ -269,8 +271,9 @@ public struct DDPConnectionStateMachine: Sendable {
             }
             if let loginToken {
                 let id = makeMethodID()
-                methods[id] = MethodCall(id: id, name: "login", params: [LoginRequest.resume(token: loginToken).parameter],
-                                         options: MethodOptions(wait: true), kind: .resume)
+                methods[id] = MethodCall(
+                    id: id, name: "login", params: [LoginRequest.resume(token: loginToken).parameter],
+                    options: MethodOptions(wait: true), kind: .resume)
                 blocks.insert(MethodBlock(wait: true, methods: [id]), at: 0)
             }
         }
@@ -422,7 +425,8 @@ public struct DDPConnectionStateMachine: Sendable {
         }
         subscriptionOrder.removeAll { subscriptions[$0] == nil }
         for (id, call) in methods where call.sentOnThisConnection && call.outcome == nil && call.kind != .resume {
-            actions += finish(id, outcome: .failure(.meteor("message-too-large", reason + " while this call was running")), resultAlreadyReported: false)
+            actions += finish(
+                id, outcome: .failure(.meteor("message-too-large", reason + " while this call was running")), resultAlreadyReported: false)
         }
         return actions
     }
@@ -434,7 +438,11 @@ public struct DDPConnectionStateMachine: Sendable {
         let waiting = current.subsBeingRevived.sorted() + current.methodsBlocking.sorted()
         reset!.subsBeingRevived = []
         reset!.methodsBlocking = []
-        return [.warning("the resync after a reconnect did not finish within \(configuration.resyncTimeout); still waiting for \(waiting.joined(separator: ", "))")]
+        return [
+            .warning(
+                "the resync after a reconnect did not finish within \(configuration.resyncTimeout); still waiting for \(waiting.joined(separator: ", "))"
+            )
+        ]
             + checkQuiescence()
     }
 
@@ -466,8 +474,13 @@ public struct DDPConnectionStateMachine: Sendable {
     mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions, kind: MethodKind) -> (id: String, actions: [Action]) {
         let id = makeMethodID()
         guard phase != .closed else {
-            return (id, [.methodResult(id: id, outcome: .failure(.meteor("connection-closed", "The connection is closed"))),
-                         .methodCompleted(id: id, outcome: .failure(.meteor("connection-closed", "The connection is closed")))])
+            return (
+                id,
+                [
+                    .methodResult(id: id, outcome: .failure(.meteor("connection-closed", "The connection is closed"))),
+                    .methodCompleted(id: id, outcome: .failure(.meteor("connection-closed", "The connection is closed")))
+                ]
+            )
         }
         methods[id] = MethodCall(id: id, name: name, params: params, options: options, kind: kind)
         if options.wait || blocks.last?.wait ?? true {

@@ -5,7 +5,7 @@ extension EJSON {
     /// Field names whose values are never logged.
     public static let secretKeys: Set<String> = [
         "password", "digest", "newPassword", "oldPassword", "srp", "resume", "token", "hashedToken",
-        "loginTokens", "services", "authorization", "cookie",
+        "loginTokens", "services", "authorization", "cookie"
     ]
 
     public func redactingSecrets() -> EJSON {

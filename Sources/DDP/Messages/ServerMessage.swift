@@ -95,8 +95,10 @@ extension ServerMessage {
             return ["msg": "removed", "collection": .string(collection), "id": .string(id)]
         case .ready(let subs): return ["msg": "ready", "subs": .array(subs.map(EJSON.string))]
         case .addedBefore(let collection, let id, let fields, let before):
-            return ["msg": "addedBefore", "collection": .string(collection), "id": .string(id), "fields": .object(fields),
-                    "before": before.map(EJSON.string) ?? .null]
+            return [
+                "msg": "addedBefore", "collection": .string(collection), "id": .string(id), "fields": .object(fields),
+                "before": before.map(EJSON.string) ?? .null
+            ]
         case .movedBefore(let collection, let id, let before):
             return ["msg": "movedBefore", "collection": .string(collection), "id": .string(id), "before": before.map(EJSON.string) ?? .null]
         case .result(let id, let outcome):

@@ -30,7 +30,7 @@ public struct AleaRandom: Sendable {
 
     /// A number in [0, 1).
     public mutating func fraction() -> Double {
-        let t = 2091639 * s0 + c * 2.3283064365386963e-10
+        let t = 2_091_639 * s0 + c * 2.3283064365386963e-10
         s0 = s1
         s1 = s2
         c = Double(Int32(truncatingIfNeeded: Int64(t)))
@@ -53,7 +53,7 @@ public struct AleaRandom: Sendable {
     }
 
     private struct Mash {
-        var n: Double = 0xefc8249d
+        var n: Double = 0xefc8_249d
 
         mutating func mash(_ data: String) -> Double {
             for unit in data.utf16 {

@@ -19,7 +19,8 @@ extension EJSON {
 
     /// MongoDB's comparison of two values: by type class first, then by value.
     public static func compare(_ a: EJSON, _ b: EJSON) -> Int {
-        let ta = a.typeOrder, tb = b.typeOrder
+        let ta = a.typeOrder
+        let tb = b.typeOrder
         if ta != tb { return ta < tb ? -1 : 1 }
         switch (a, b) {
         case (.number(let x), .number(let y)), (.date(let x), .date(let y)):

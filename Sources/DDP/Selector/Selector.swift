@@ -25,7 +25,10 @@ public struct Selector: Sendable, Equatable {
     }
 
     enum ComparisonOperator: String, Sendable {
-        case gt = "$gt", gte = "$gte", lt = "$lt", lte = "$lte"
+        case gt = "$gt"
+        case gte = "$gte"
+        case lt = "$lt"
+        case lte = "$lte"
     }
 
     let clause: Clause

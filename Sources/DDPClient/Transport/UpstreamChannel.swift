@@ -149,7 +149,7 @@ struct UpstreamAddress: Sendable, Equatable {
 
     init(_ url: String) throws {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-              let host = components.host, !host.isEmpty
+            let host = components.host, !host.isEmpty
         else { throw UpstreamTransportError.invalidURL(url) }
         switch scheme {
         case "ws", "http": secure = false

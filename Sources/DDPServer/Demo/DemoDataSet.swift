@@ -19,18 +19,22 @@ public enum DemoDataSet {
         let tasks: [(String, String, String, String)] = [
             ("task-a1", "alice inbox task", "inbox", alice),
             ("task-a2", "alice work task", "work", alice),
-            ("task-b1", "bob inbox task", "inbox", bob),
+            ("task-b1", "bob inbox task", "inbox", bob)
         ]
         for (id, text, list, owner) in tasks {
-            try await core.insert("tasks", [
-                "_id": .string(id), "text": .string(text), "listId": .string(list), "owner": .string(owner),
-                "done": false, "createdAt": .date(createdAt),
-            ])
+            try await core.insert(
+                "tasks",
+                [
+                    "_id": .string(id), "text": .string(text), "listId": .string(list), "owner": .string(owner),
+                    "done": false, "createdAt": .date(createdAt)
+                ])
         }
-        try await core.insert("typed", [
-            "_id": "typed1", "when": .date(1_704_164_645_678), "blob": .binary([0, 1, 2, 127, 128, 253, 254, 255]),
-            "nested": ["a": 1, "b": ["c": [1, 2, ["d": "x"]]], "s": "str", "f": 1.5, "t": true, "z": nil],
-        ])
+        try await core.insert(
+            "typed",
+            [
+                "_id": "typed1", "when": .date(1_704_164_645_678), "blob": .binary([0, 1, 2, 127, 128, 253, 254, 255]),
+                "nested": ["a": 1, "b": ["c": [1, 2, ["d": "x"]]], "s": "str", "f": 1.5, "t": true, "z": nil]
+            ])
     }
 
     static var publications: [String: Publication] {
@@ -54,7 +58,7 @@ public enum DemoDataSet {
             },
             "typed": Publication { run in run.publish(Cursor("typed")) },
             "ticker": ticker,
-            "bulk": bulk,
+            "bulk": bulk
         ]
     }
 
@@ -108,9 +112,11 @@ public enum DemoDataSet {
             for start in stride(from: 1, through: max(count, 1), by: 500) where count > 0 {
                 if Task.isCancelled { return }
                 let chunk = (start...min(start + 499, count)).map { i in
-                    ServerMessage.added(collection: "bulk", id: "b\(i)", fields: [
-                        "i": .int(i), "group": .string("g\(i % 10)"), "text": .string("document number \(i)"), "done": .bool(i % 2 == 0),
-                    ])
+                    ServerMessage.added(
+                        collection: "bulk", id: "b\(i)",
+                        fields: [
+                            "i": .int(i), "group": .string("g\(i % 10)"), "text": .string("document number \(i)"), "done": .bool(i % 2 == 0)
+                        ])
                 }
                 await handle.publish(chunk)
             }
@@ -139,7 +145,7 @@ public enum DemoDataSet {
                 guard ms.isFinite else { throw DDPError.meteor(400, "sleep takes a finite number of milliseconds") }
                 try await Task.sleep(for: .milliseconds(Int64(min(max(ms, 0), 60_000))))
                 return .number(ms)
-            },
+            }
         ]
     }
 }

@@ -48,7 +48,10 @@ public actor LocalDDPServer {
         let (bound, boundContinuation) = AsyncStream<Int>.makeStream()
         let plain = HTTPServerBuilder.http1WebSocketUpgrade(
             webSocketRouter: router,
-            configuration: .init(ws: .init(maxFrameSize: 16 << 20, extensions: [.perMessageDeflate(maxDecompressedFrameSize: 16 << 20)], autoPing: .disabled, closeTimeout: .seconds(2))))
+            configuration: .init(
+                ws: .init(
+                    maxFrameSize: 16 << 20, extensions: [.perMessageDeflate(maxDecompressedFrameSize: 16 << 20)], autoPing: .disabled,
+                    closeTimeout: .seconds(2))))
         let app = Application(
             router: Router(),
             server: try tls.map { try HTTPServerBuilder.tls(plain, tlsConfiguration: $0) } ?? plain,

@@ -54,8 +54,9 @@ extension ServerCore {
     func logout(_ connection: Int, _ params: [EJSON]) -> Result<EJSON?, DDPError> {
         guard let current = connections[connection] else { return .success(nil) }
         if let userId = current.userId, let token = current.loginToken {
-            _ = try? update("users", ["_id": .string(userId)],
-                            ["$pull": ["services.resume.loginTokens": ["hashedToken": .string(Self.hash(token))]]], fenced: true)
+            _ = try? update(
+                "users", ["_id": .string(userId)],
+                ["$pull": ["services.resume.loginTokens": ["hashedToken": .string(Self.hash(token))]]], fenced: true)
         }
         connections[connection]!.loginToken = nil
         setUser(connection, nil)
@@ -106,8 +107,9 @@ extension ServerCore {
         let token = MeteorRandom.secret()
         let userId = user["_id"]?.stringValue ?? ""
         let when = Self.nowMilliseconds()
-        _ = try? update("users", ["_id": .string(userId)],
-                        ["$push": ["services.resume.loginTokens": ["hashedToken": .string(Self.hash(token)), "when": .date(when)]]], fenced: true)
+        _ = try? update(
+            "users", ["_id": .string(userId)],
+            ["$push": ["services.resume.loginTokens": ["hashedToken": .string(Self.hash(token)), "when": .date(when)]]], fenced: true)
         return loggedIn(connection, user: user, token: token, type: "password")
     }
 
@@ -116,8 +118,10 @@ extension ServerCore {
         let issued = tokenIssued(user, token) ?? Self.nowMilliseconds()
         connections[connection]?.loginToken = token
         setUser(connection, userId)
-        return ["id": .string(userId), "token": .string(token),
-                "tokenExpires": .date(issued + configuration.tokenLifetime.seconds * 1000), "type": .string(type)]
+        return [
+            "id": .string(userId), "token": .string(token),
+            "tokenExpires": .date(issued + configuration.tokenLifetime.seconds * 1000), "type": .string(type)
+        ]
     }
 
     private func tokenIssued(_ user: EJSONObject, _ token: String) -> Double? {

@@ -110,7 +110,9 @@ extension ServerCore {
                     fields[field.key] = field.value
                 }
                 let cleared = before.keys.filter { after[$0] == nil }
-                message = fields.isEmpty && cleared.isEmpty ? nil
+                message =
+                    fields.isEmpty && cleared.isEmpty
+                    ? nil
                     : connections[observer.connection]?.mergeBox.changed(
                         sub: observer.subscription, change.collection, change.id, fields: fields, cleared: cleared)
             case (true, false):

@@ -44,7 +44,11 @@ extension ServerCore {
         }
     }
 
-    enum CollectionMethod { case insert(String), update(String), remove(String) }
+    enum CollectionMethod {
+        case insert(String)
+        case update(String)
+        case remove(String)
+    }
 
     /// `/<collection>/insert|update|remove`, also with Meteor 3's `Async` suffix.
     private func parseCollectionMethod(_ name: String) -> CollectionMethod? {
@@ -61,14 +65,18 @@ extension ServerCore {
     }
 
     /// Meteor's rules for untrusted code: update and remove select one document by `_id`; no upserts.
-    private func callCollectionMethod(_ connection: Int, _ method: CollectionMethod, params: [EJSON], randomSeed: String?) async -> Result<EJSON?, DDPError> {
+    private func callCollectionMethod(_ connection: Int, _ method: CollectionMethod, params: [EJSON], randomSeed: String?) async -> Result<
+        EJSON?, DDPError
+    > {
         do {
             switch method {
             case .insert(let collection):
                 guard case .object(let document)? = params.first else { throw DDPError.meteor(400, "insert needs a document") }
                 return .success(.string(try insert(collection, document, randomSeed: randomSeed, fenced: true)))
             case .update(let collection):
-                guard params.count >= 2, case .object(let modifier) = params[1] else { throw DDPError.meteor(400, "update needs a selector and a modifier") }
+                guard params.count >= 2, case .object(let modifier) = params[1] else {
+                    throw DDPError.meteor(400, "update needs a selector and a modifier")
+                }
                 if case .object(let options)? = params.dropFirst(2).first, options["upsert"]?.boolValue == true {
                     throw DDPError.meteor(403, "Access denied. Upserts not allowed in a restricted collection.")
                 }

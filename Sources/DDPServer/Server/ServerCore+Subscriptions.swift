@@ -47,7 +47,8 @@ extension ServerCore {
         }
         var messages: [ServerMessage] = []
         for cursor in run.cursors {
-            observers[cursor.collection, default: []].append(Observer(connection: connection, subscription: sub, cursor: cursor, since: database.sequence))
+            observers[cursor.collection, default: []].append(
+                Observer(connection: connection, subscription: sub, cursor: cursor, since: database.sequence))
             for (id, document) in database.find(cursor.collection, cursor.selector) {
                 if let message = subscriptionAdded(connection, sub, cursor.collection, id, cursor.project(document)) { messages.append(message) }
             }
