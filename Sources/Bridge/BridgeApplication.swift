@@ -33,14 +33,13 @@ public enum BridgeApplication {
         // requests; Hummingbird leaves a connection alone while its response (a stream) is running.
         // Probes are answered on the event loop when they can be (see ProbeFastPath).
         let metrics = registry.metrics
-        let server = HTTPServerBuilder.http1(
-            configuration: .init(
-                additionalChannelHandlers: [
-                    ProbeFastPath(answer: routes.probeAnswer) { path, status in
-                        metrics.countRequest(route: path, status: Int(status.code))
-                    }
-                ],
-                idleTimeout: TimeAmount(configuration.readTimeout)))
+        let idleTimeout = TimeAmount(configuration.readTimeout)
+        let probeAnswer = routes.probeAnswer
+        let server = HTTPServerBuilder { responder in
+            ProbingHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idleTimeout))) {
+                ProbeFastPath(answer: probeAnswer) { path, status in metrics.countRequest(route: path, status: Int(status.code)) }
+            }
+        }
         let application = Application(
             router: router, server: server, configuration: http, services: [registry, probe], onServerRunning: onServerRunning,
             logger: logger)

@@ -99,32 +99,55 @@ enum LoadRun {
         say("load: \(plan.sessions) sessions opened and closed…")
         let churnStart = ContinuousClock.now
         let workers = 32
-        try await forEachBounded(workers, concurrency: workers) { worker in
-            let share = plan.sessions / workers + (worker < plan.sessions % workers ? 1 : 0)
-            try await HTTP.withConnection(port: port) { connection in
-                for _ in 0..<share {
-                    let created = try await connection.send(.POST, "/v1/sessions", body: "{}")
-                    guard created.status == 201, let token = created.json["token"]?.stringValue else {
-                        throw BenchError("session creation failed: \(created.status) \(created.body)")
+        do {
+            try await forEachBounded(workers, concurrency: workers) { worker in
+                let share = plan.sessions / workers + (worker < plan.sessions % workers ? 1 : 0)
+                try await HTTP.withConnection(port: port) { connection in
+                    for _ in 0..<share {
+                        let created = try await connection.send(.POST, "/v1/sessions", body: "{}")
+                        guard created.status == 201, let token = created.json["token"]?.stringValue else {
+                            throw BenchError("session creation failed: \(created.status) \(created.body)")
+                        }
+                        let closed = try await connection.send(.DELETE, "/v1/session", token: token)
+                        guard closed.status == 204 else { throw BenchError("closing a session failed: \(closed.status) \(closed.body)") }
                     }
-                    let closed = try await connection.send(.DELETE, "/v1/session", token: token)
-                    guard closed.status == 204 else { throw BenchError("closing a session failed: \(closed.status) \(closed.body)") }
                 }
             }
+        } catch {
+            // Say whether the bridge itself went down, with the end of what it wrote.
+            guard bridge.process.isRunning else {
+                throw BenchError("the bridge died during the load run (\(error)): \(bridge.output.withLockedValue { String($0.suffix(4_000)) })")
+            }
+            throw BenchError("\(error); the bridge is still running; its last output: \(bridge.output.withLockedValue { String($0.suffix(2_000)) })")
         }
         outcome.sessionsPerSecond = Double(plan.sessions) / (ContinuousClock.now - churnStart).seconds
+        say(String(format: "load: %.0f sessions/s; settling…", outcome.sessionsPerSecond))
         guard bridge.process.isRunning else { throw BenchError("the bridge died during the load run: \(bridge.output.withLockedValue { $0 })") }
 
         try await Task.sleep(for: plan.settle)
         probing.withLockedValue { $0 = false }
-        try await prober.value
+        do {
+            try await prober.value
+        } catch {
+            guard bridge.process.isRunning else {
+                throw BenchError("the bridge died during the load run (\(error)): \(bridge.output.withLockedValue { String($0.suffix(4_000)) })")
+            }
+            throw error
+        }
         reader.cancel()
         let open = consumers.withLockedValue { $0 }
         outcome.consumersCut = open.filter { $0.stream.snapshot.closed }.count
         outcome.eventsRead = open.reduce(0) { $0 + $1.stream.snapshot.counted }
         for consumer in open { consumer.stream.close() }
-        try await forEachBounded(open.count, concurrency: 16) { i in
-            _ = try await HTTP.request(port: port, .DELETE, "/v1/session", token: open[i].token)
+        do {
+            try await forEachBounded(open.count, concurrency: 16) { i in
+                _ = try await HTTP.request(port: port, .DELETE, "/v1/session", token: open[i].token)
+            }
+        } catch {
+            let alive = bridge.process.isRunning
+            throw BenchError(
+                "closing the consumers' sessions failed (\(error)); the bridge is \(alive ? "running" : "gone"): \(bridge.output.withLockedValue { String($0.suffix(3_000)) })"
+            )
         }
         try await Task.sleep(for: .seconds(2))
         guard bridge.process.isRunning else { throw BenchError("the bridge died after the load run: \(bridge.output.withLockedValue { $0 })") }

@@ -138,6 +138,28 @@ import Testing
         }
     }
 
+    /// A load balancer's health check on a kept-alive connection: probes answered on the event
+    /// loop must count as traffic for the idle timeout (they did not, and the connection was
+    /// closed after `--read-timeout` although it probed every 100 ms), while an idle one is closed.
+    @Test func aKeptAliveConnectionThatOnlyProbesIsNotClosedAsIdle() async throws {
+        try await BridgeHarness.run(configure: { $0.readTimeout = .milliseconds(500) }) { h in
+            let port = try #require(h.client.port)
+            let probing = try await RawConnection.open(port: port)
+            let started = ContinuousClock.now
+            var sent = 0
+            while ContinuousClock.now - started < .milliseconds(1_600) {
+                try await probing.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                sent += 1
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(await probing.isClosed == false, "closed as idle while it probed every 100 ms")
+            let answers = await probing.received.components(separatedBy: "HTTP/1.1 200").count - 1
+            #expect(answers == sent, "\(answers) answers to \(sent) probes")
+            // Once it stops, it is idle, and closed.
+            #expect(try await probing.waitUntilClosed(within: .seconds(5)), "an idle connection stayed open")
+        }
+    }
+
     @Test func shutdownLetsACallInFlightFinishTellsStreamsAndEndsSessions() async throws {
         try await ShutdownRig.run(grace: .seconds(10)) { rig in
             let token = try await rig.newSession()
@@ -291,6 +313,8 @@ actor RawConnection {
         let closed = try await connection.waitUntilClosed(within: .seconds(10))
         return (await connection.received, closed)
     }
+
+    var isClosed: Bool { closed }
 
     /// Whether the peer closed the connection within `limit`.
     func waitUntilClosed(within limit: Duration) async throws -> Bool {

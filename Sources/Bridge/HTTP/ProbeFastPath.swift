@@ -1,6 +1,8 @@
 import DDP
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
+import Logging
 import NIOCore
 import NIOHTTPTypes
 
@@ -120,5 +122,28 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     private static func wantsClose(_ request: HTTPRequest) -> Bool {
         request.headerFields[values: .connection].contains { $0.lowercased().contains("close") }
+    }
+}
+
+/// Hummingbird's HTTP/1.1 child channel with ``ProbeFastPath`` placed after its connection-state
+/// handler (the one that enforces the idle timeout). There, the requests the fast path answers
+/// and its answers pass through that handler as any others do, so a kept-alive connection that
+/// only probes (a load balancer's health check) is not taken for idle and closed; placed before
+/// it (as `additionalChannelHandlers` would), it was, after `--read-timeout`.
+struct ProbingHTTP1Channel: ServerChildChannel {
+    let base: HTTP1Channel
+    let fastPath: @Sendable () -> ProbeFastPath
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
+        base.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            let operations = channel.pipeline.syncOperations
+            let connectionState = try operations.handler(type: HTTPConnectionStateHandler.self)
+            try operations.addHandler(fastPath(), position: .after(connectionState))
+            return value
+        }
+    }
+
+    func handle(value: HTTP1Channel.Value, logger: Logger) async {
+        await base.handle(value: value, logger: logger)
     }
 }
