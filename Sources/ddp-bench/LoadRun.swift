@@ -39,6 +39,8 @@ enum LoadRun {
         var rssPeakMiB = 0.0
         var rssAfterMiB = 0.0
         var consumersCut = 0
+        /// Session creations answered 503 (and retried) during the churn.
+        var sessionsRefused = 0
         var eventsRead = 0
         var seconds = 0.0
     }
@@ -98,15 +100,25 @@ enum LoadRun {
         // Sessions opened and closed from one client, 32 at a time, each worker on one connection.
         say("load: \(plan.sessions) sessions opened and closed…")
         let churnStart = ContinuousClock.now
+        let refused = NIOLockedValueBox(0)
         let workers = 32
         do {
             try await forEachBounded(workers, concurrency: workers) { worker in
                 let share = plan.sessions / workers + (worker < plan.sessions % workers ? 1 : 0)
                 try await HTTP.withConnection(port: port) { connection in
                     for _ in 0..<share {
-                        let created = try await connection.send(.POST, "/v1/sessions", body: "{}")
+                        // A 503 (the upstream did not connect the new session in time: the
+                        // generator's own upstream runs at a lower priority) is counted and retried.
+                        var created = try await connection.send(.POST, "/v1/sessions", body: "{}")
+                        var attempt = 1
+                        while created.status == 503, attempt < 5 {
+                            refused.withLockedValue { $0 += 1 }
+                            try await Task.sleep(for: .milliseconds(100 * attempt))
+                            created = try await connection.send(.POST, "/v1/sessions", body: "{}")
+                            attempt += 1
+                        }
                         guard created.status == 201, let token = created.json["token"]?.stringValue else {
-                            throw BenchError("session creation failed: \(created.status) \(created.body)")
+                            throw BenchError("session creation failed: \(created.status) \(created.body) (attempt \(attempt))")
                         }
                         let closed = try await connection.send(.DELETE, "/v1/session", token: token)
                         guard closed.status == 204 else { throw BenchError("closing a session failed: \(closed.status) \(closed.body)") }
@@ -121,6 +133,7 @@ enum LoadRun {
             throw BenchError("\(error); the bridge is still running; its last output: \(bridge.output.withLockedValue { String($0.suffix(2_000)) })")
         }
         outcome.sessionsPerSecond = Double(plan.sessions) / (ContinuousClock.now - churnStart).seconds
+        outcome.sessionsRefused = refused.withLockedValue { $0 }
         say(String(format: "load: %.0f sessions/s; settling…", outcome.sessionsPerSecond))
         guard bridge.process.isRunning else { throw BenchError("the bridge died during the load run: \(bridge.output.withLockedValue { $0 })") }
 

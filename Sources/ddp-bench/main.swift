@@ -252,7 +252,9 @@ await part("load") {
     figures.append(Figure("load", "/healthz p99 under load", Stats.percentile(health, 99), "ms", note: "\(health.count) probes, every 25 ms"))
     figures.append(Figure("load", "/healthz slowest under load", health.max() ?? 0, "ms", note: "\(over) of \(health.count) over 100 ms"))
     figures.append(
-        Figure("load", "sessions opened and closed per second", outcome.sessionsPerSecond, "sessions/s", note: "32 clients on kept-alive connections")
+        Figure(
+            "load", "sessions opened and closed per second", outcome.sessionsPerSecond, "sessions/s",
+            note: "32 clients on kept-alive connections; \(outcome.sessionsRefused) creations answered 503 and retried")
     )
     figures.append(
         Figure(
