@@ -35,7 +35,7 @@ extension Session {
         // the log and the cache agree, and the stream is registered before the next event.
         await client.withCache { cache in
             state.withLock { state in
-                state.deliver(state.pipeline.flush(now: .now))
+                state.flushPipeline(now: .now, onlyIfDue: false)
                 let lastID = state.pipeline.log.lastID
                 let matching = Self.matchingDocuments(cache, stream.filter)
                 if stream.filter.selector != nil { stream.setMatching(Set(matching.map(\.id))) }
@@ -110,6 +110,15 @@ extension Session.State {
         for event in events {
             for stream in streams.values { stream.deliver(event) }
         }
+    }
+
+    /// Sends out what the pipeline holds (everything, or only once its window is over) to every
+    /// open stream. In two steps on purpose: `deliver(pipeline.flush(…))` in one expression makes
+    /// Swift copy the state (and its event log) for `deliver` before the flush appends to the
+    /// log, so every flush copied the whole log — 80% of the CPU under the load run.
+    mutating func flushPipeline(now: ContinuousClock.Instant, onlyIfDue: Bool) {
+        let events = onlyIfDue ? pipeline.flushIfDue(now: now) : pipeline.flush(now: now)
+        deliver(events)
     }
 }
 

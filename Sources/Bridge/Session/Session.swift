@@ -138,7 +138,7 @@ public final class Session: Sendable {
         state.flushTimer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: delay) {
             shared.withLock { state in
                 state.flushTimer = nil
-                state.deliver(state.pipeline.flushIfDue(now: .now))
+                state.flushPipeline(now: .now, onlyIfDue: true)
                 armFlushTimer(&state, in: shared)
             }
         }
