@@ -41,6 +41,15 @@ struct Target: Codable, Sendable {
     var met: Bool { score >= 1 }
 }
 
+extension Target {
+    /// A ratio that must reach `goal` (0.85 for "≥ 85%"), shown as a percentage.
+    static func ratio(_ name: String, _ value: Double, atLeast goal: Double, decimals: Int = 0) -> Target {
+        Target(
+            name: name, goal: "≥ \(Int((goal * 100).rounded()))%", measured: String(format: "%.\(decimals)f%%", value * 100),
+            score: value / goal)
+    }
+}
+
 enum Stats {
     static func median(_ values: [Double]) -> Double {
         guard !values.isEmpty else { return 0 }

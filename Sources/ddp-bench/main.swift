@@ -91,10 +91,7 @@ await part("sse") {
             "sse", "SSE, \(fanConsumers) consumers of one session (aggregate)", Stats.median(fan), "events/s",
             note: "\(fanCount) documents to each consumer"))
     let ratio = Stats.median(one) / Stats.median(client)
-    targets.append(
-        Target(
-            name: "SSE to 1 consumer vs the project's DDP client ingest", goal: "≥ 85%",
-            measured: String(format: "%.0f%%", ratio * 100), score: ratio / 0.85))
+    targets.append(.ratio("SSE to 1 consumer vs the project's DDP client ingest", ratio, atLeast: 0.85))
     targets.append(
         Target(
             name: "\(fanConsumers) consumers of one session, aggregate", goal: "≥ 1,000,000 events/s",
@@ -186,18 +183,9 @@ await part("rest") {
     let docRatio = medianLoad(docRuns).requestsPerSecond / bareRate
     let queryRatio = medianLoad(queryRuns).requestsPerSecond / bareRate
     let methodRatio = medianLoad(methodRuns).requestsPerSecond / composed
-    targets.append(
-        Target(
-            name: "GET one cached document vs bare Hummingbird route", goal: "≥ 85%",
-            measured: String(format: "%.0f%%", docRatio * 100), score: docRatio / 0.85))
-    targets.append(
-        Target(
-            name: "GET selector query (1,000 documents, 100 match) vs bare route", goal: "≥ 25%",
-            measured: String(format: "%.1f%%", queryRatio * 100), score: queryRatio / 0.25))
-    targets.append(
-        Target(
-            name: "POST method call vs composed ceiling", goal: "≥ 85%",
-            measured: String(format: "%.0f%%", methodRatio * 100), score: methodRatio / 0.85))
+    targets.append(.ratio("GET one cached document vs bare Hummingbird route", docRatio, atLeast: 0.85))
+    targets.append(.ratio("GET selector query (1,000 documents, 100 match) vs bare route", queryRatio, atLeast: 0.25, decimals: 1))
+    targets.append(.ratio("POST method call vs composed ceiling", methodRatio, atLeast: 0.85))
 }
 
 await bridge.stop()
