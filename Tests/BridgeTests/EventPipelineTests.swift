@@ -85,6 +85,17 @@ import Testing
         #expect(log.events(after: 9) == nil, "an id from the future")
     }
 
+    @Test func aLogStartingAtARandomIDKnowsOnlyItsOwnIDs() {
+        let first = EventLog.randomFirstID()
+        #expect(first >= 1 << 32 && first < 1 << 52)
+        var log = EventLog(capacity: 10, firstID: first)
+        #expect(log.events(after: first - 1)?.isEmpty == true, "a fresh log: nothing after its start")
+        #expect(log.events(after: 5) == nil, "an id from an earlier life starting at 1")
+        for _ in 0..<3 { log.append { SessionEvent(id: $0, kind: .user, payload: nil) } }
+        #expect(log.events(after: first)?.map(\.id) == [first + 1, first + 2])
+        #expect(log.events(after: first + 9) == nil, "an id from the future")
+    }
+
     @Test func theLogIsBoundedInBytesAndKeepsTheNewestEventWhateverItsSize() {
         var log = EventLog(capacity: 1_000, byteLimit: 1_000)
         for _ in 0..<100 { log.append { SessionEvent(id: $0, kind: .user, payload: .string(String(repeating: "x", count: 80))) } }

@@ -213,6 +213,34 @@ import Testing
         }
     }
 
+    /// A session keyed by a Meteor login token is made again after it ends (idle expiry, a
+    /// restart) with a new event log. A stream resuming with an id from the earlier life must get
+    /// `reset` and a snapshot: with ids starting at 1 in every life, the new log had issued that id
+    /// too, and the stream was replayed the new life's events instead — missing state silently.
+    @Test func anEventIDFromAnEarlierLifeOfTheSessionMeansReset() async throws {
+        try await BridgeHarness.run { h in
+            let (_, loginToken) = try await LoggingTests.aliceSession(h)
+            let port = try #require(h.client.port)
+            _ = try await h.request(.post, "/v1/subscriptions", token: loginToken, body: #"{"name":"tasks"}"#)
+            let last = try await withEventStream(port: port, "/v1/events?collections=tasks", token: loginToken) { stream in
+                try await stream.waitUntilOpen()
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: loginToken, body: #"{"n":1}"#)
+                try await stream.wait("a change") { documentEvents($0).count >= 1 }
+                return try #require(await stream.events.last?.id)
+            }
+            // The session ends; the next request with the same Meteor token makes a new one.
+            #expect(try await h.request(.delete, "/v1/session", token: loginToken).status == .noContent)
+            _ = try await h.request(.post, "/v1/subscriptions", token: loginToken, body: #"{"name":"tasks"}"#)
+            for n in 2..<30 { _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: loginToken, body: #"{"n":\#(n)}"#) }
+            try await withEventStream(port: port, "/v1/events?collections=tasks", token: loginToken, headers: [("Last-Event-ID", last)]) { stream in
+                try await stream.wait("reset and snapshot") { $0.contains { $0.event == "snapshot" } }
+                let events = await stream.events
+                #expect(events.first?.event == "reset", "resumed from \(last): \(events.prefix(3).map(\.event))")
+                #expect(events.first { $0.json["id"] == "task-a1" }?.json["fields"]?["n"] == 29)
+            }
+        }
+    }
+
     @Test func heartbeatsKeepIdleStreamsAlive() async throws {
         try await BridgeHarness.run(configure: { $0.heartbeatInterval = .milliseconds(150) }) { h in
             let (token, _) = try await h.session()

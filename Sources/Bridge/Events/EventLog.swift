@@ -13,13 +13,26 @@ public struct EventLog: Sendable {
     private var events: [SessionEvent] = []
     private var head = 0
     public private(set) var bytes = 0
-    /// The id the next event gets; ids start at 1.
-    public private(set) var nextID: UInt64 = 1
+    /// The id the next event gets.
+    public private(set) var nextID: UInt64
 
-    public init(capacity: Int, byteLimit: Int = .max) {
+    /// `firstID` is the id of the log's first event (at least 1). A session's log starts at
+    /// ``randomFirstID()``, so an id issued by an earlier life of the same session (one keyed by
+    /// a Meteor login token is made again after an idle expiry or a restart) is never mistaken
+    /// for one of this log's: it is older than the log or from its future, and either way the
+    /// stream resuming with it gets `reset` and a snapshot, not silence.
+    public init(capacity: Int, byteLimit: Int = .max, firstID: UInt64 = 1) {
         self.capacity = max(capacity, 1)
         self.byteLimit = max(byteLimit, 1)
+        self.nextID = max(firstID, 1)
         // No reservation: most sessions log few events, and a reserved ring cost ~80 KiB each.
+    }
+
+    /// A first id drawn from [2^32, 2^52): far from any other life's ids (two lives overlap only
+    /// with odds of about events issued ÷ 2^52), and exact as a JavaScript number.
+    public static func randomFirstID() -> UInt64 {
+        var generator = SystemRandomNumberGenerator()
+        return UInt64.random(in: (1 << 32)..<(1 << 52), using: &generator)
     }
 
     public var lastID: UInt64 { nextID - 1 }

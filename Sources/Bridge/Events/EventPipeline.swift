@@ -9,9 +9,9 @@ public struct EventPipeline: Sendable {
     private var batch = ChangeBatch()
     private var lastFlush: ContinuousClock.Instant?
 
-    public init(window: Duration, logCapacity: Int, logByteLimit: Int = .max) {
+    public init(window: Duration, logCapacity: Int, logByteLimit: Int = .max, firstEventID: UInt64 = 1) {
         self.window = window
-        self.log = EventLog(capacity: logCapacity, byteLimit: logByteLimit)
+        self.log = EventLog(capacity: logCapacity, byteLimit: logByteLimit, firstID: firstEventID)
     }
 
     /// When the pending batch must go out (`nil`: nothing pending).

@@ -63,7 +63,8 @@ public final class Session: Sendable {
         let state = LockedState(
             State(
                 pipeline: EventPipeline(
-                    window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes)))
+                    window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes,
+                    firstEventID: EventLog.randomFirstID())))
         self.state = state
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
