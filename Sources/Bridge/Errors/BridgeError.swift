@@ -132,10 +132,9 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var headers: HTTPFields = [.contentType: "application/json"]
+        var headers: HTTPFields = [:]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         if !allow.isEmpty { headers[.allow] = allow.map(\.rawValue).joined(separator: ", ") }
-        let bytes = EJSONWriter.encode(body)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        return Reply.json(body, status: status, headers: headers)
     }
 }

@@ -37,17 +37,17 @@ public struct ChangeBatch: Sendable {
     /// Records one change.
     public mutating func add(_ applied: AppliedChange) {
         let key = Key(collection: applied.collection, id: applied.id)
-        guard var entry = entries.removeValue(forKey: key) else {
-            var entry = Entry(before: applied.before, after: applied.after, only: applied.change)
-            entry.note(applied.change)
-            entries[key] = entry
-            order.append(key)
+        // One hash lookup per change; a document already in the batch is updated in place.
+        if let index = entries.index(forKey: key) {
+            entries.values[index].only = nil
+            entries.values[index].after = applied.after
+            entries.values[index].note(applied.change)
             return
         }
-        entry.only = nil
-        entry.after = applied.after
+        var entry = Entry(before: applied.before, after: applied.after, only: applied.change)
         entry.note(applied.change)
         entries[key] = entry
+        order.append(key)
     }
 
     /// The consolidated changes (each with the document after it), in the order documents were

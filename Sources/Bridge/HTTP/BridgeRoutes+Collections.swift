@@ -38,7 +38,7 @@ extension BridgeRoutes {
             out.append(UInt8(ascii: "}"))
             return out
         }()
-        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(bytes: bytes)))
+        return Reply.json(encoded: ByteBuffer(bytes: bytes))
     }
 
     /// `GET /v1/collections/{name}/{id}`: one document with its `_id`; 404 when the session does not hold it.
@@ -47,7 +47,7 @@ extension BridgeRoutes {
         let id = try documentID(context)
         let session = try await session(request, context)
         if let body = session.state.withLock({ $0.encodedDocuments.body(name, id.wire) }) {
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+            return Reply.json(encoded: body)
         }
         // Read inside the connection's actor, with the change count at that instant (the sink
         // counts changes under the session lock, inside the same actor).
@@ -59,7 +59,7 @@ extension BridgeRoutes {
         }
         let body = ByteBuffer(bytes: EJSONWriter.encode(.object(DocumentQuery.withID(id.wire, document))))
         session.state.withLock { $0.encodedDocuments.keep(body, name, id.wire, readAt: generation) }
-        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: body))
+        return Reply.json(encoded: body)
     }
 
     /// `POST /v1/collections/{name}`: insert through `/{name}/insert`; a missing `_id` becomes a

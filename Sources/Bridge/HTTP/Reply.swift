@@ -6,9 +6,14 @@ import NIOCore
 /// How routes answer: EJSON bodies as compact UTF-8 JSON.
 enum Reply {
     static func json(_ value: EJSON, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+        json(encoded: ByteBuffer(bytes: EJSONWriter.encode(value)), status: status, headers: headers)
+    }
+
+    /// A body already encoded as JSON (kept, or written straight into bytes).
+    static func json(encoded body: ByteBuffer, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
         var headers = headers
         headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: EJSONWriter.encode(value))))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
 }
 
