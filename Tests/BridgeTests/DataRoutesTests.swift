@@ -12,6 +12,10 @@ import Testing
             #expect(echo.status == .ok)
             #expect(echo.text == #"{"result":[1,"two",{"$date":1700000000000},{"$binary":"AAEC"}]}"#)
             #expect(try await h.request(.post, "/v1/methods/echo?wait=result", token: token, body: "[3]")["result"] == [3])
+            // $escape inside $escape, through the bridge and the upstream and back, as Meteor reads
+            // it (the bridge's parser kept the inner one literal and answered one level too deep).
+            let escaped = try await h.request(.post, "/v1/methods/echo", token: token, body: #"[{"$escape":{"$escape":{"$escape":{}}}}]"#)
+            #expect(escaped.text == #"{"result":[{"$escape":{"$escape":{}}}]}"#, "\(escaped.text)")
             #expect(try await h.request(.post, "/v1/methods/echo", token: token)["result"] == [], "an empty body means no params")
             expectError(try await h.request(.post, "/v1/methods/boom", token: token), .badRequest, "bad-thing")
             expectError(try await h.request(.post, "/v1/methods/crash", token: token), .internalServerError, 500)

@@ -173,4 +173,16 @@ import Testing
         #expect(throws: EJSONParseError.self) { try EJSONParser.parse(#"{"$date":-1e999}"#) }
         #expect((try? EJSONParser.parse(#"{"$date":1700000000000}"#)) == .date(1_700_000_000_000))
     }
+
+    @Test func anEscapeInsideAnEscapeIsConvertedAsMeteorDoes() throws {
+        // Meteor: fromJSONValue({$escape: X}) converts each member of X. So the inner
+        // {"$escape":{}} is an escape form (the empty object), and the value is {"$escape": {}}.
+        let value = try EJSONParser.parse(#"{"$escape":{"$escape":{"$escape":{}}}}"#)
+        #expect(value == ["$escape": [:]])
+        let written = EJSONWriter.encode(value)
+        #expect(String(decoding: written, as: UTF8.self) == #"{"$escape":{"$escape":{}}}"#)
+        #expect(try EJSONParser.parse(written) == value, "the round trip keeps the value")
+        // A member named $escape of an escaped object, holding a typed form, is converted too.
+        #expect(try EJSONParser.parse(#"{"$escape":{"$escape":{"$date":5}}}"#) == ["$escape": .date(5)])
+    }
 }

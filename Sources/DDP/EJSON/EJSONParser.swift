@@ -145,7 +145,12 @@ public struct EJSONParser: ~Copyable {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after object key") }
             index += 1
             skipWhitespace()
-            let escapeCandidate = object.isEmpty && key == "$escape" && index < bytes.count && bytes[index] == UInt8(ascii: "{")
+            // Only an object that is itself converted can be an `$escape` form. Inside an escaped
+            // object (`convert == false`) a member named `$escape` is an ordinary member whose value
+            // is converted, as Meteor's `fromJSONValue` converts each member of `$escape` (found by
+            // fuzzing: `{"$escape":{"$escape":{"$escape":{}}}}` did not survive a round trip).
+            let escapeCandidate =
+                convert && object.isEmpty && key == "$escape" && index < bytes.count && bytes[index] == UInt8(ascii: "{")
             let value = try parseValue(convert: !escapeCandidate)
             object[key] = value
             skipWhitespace()
