@@ -17,7 +17,8 @@ public enum BridgeApplication {
         let registry = SessionRegistry(configuration: configuration, logger: logger)
         let probe = ReadinessProbe(configuration: configuration, logger: logger)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
-        let routes = BridgeRoutes(registry: registry, probe: probe)
+        let fanout = PublicFanout(configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
+        let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout)
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(SecurityHeadersMiddleware())
@@ -41,7 +42,7 @@ public enum BridgeApplication {
             }
         }
         let application = Application(
-            router: router, server: server, configuration: http, services: [registry, probe], onServerRunning: onServerRunning,
+            router: router, server: server, configuration: http, services: [registry, fanout, probe], onServerRunning: onServerRunning,
             logger: logger)
         return (application, registry)
     }

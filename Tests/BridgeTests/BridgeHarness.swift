@@ -101,3 +101,11 @@ func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: (
         try await Task.sleep(for: .milliseconds(20))
     }
 }
+
+/// The value of one Prometheus sample (`name` with its labels, as the text shows it).
+func metricSample(_ text: String, _ prefix: String) -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(prefix + " ") {
+        return Double(line.dropFirst(prefix.count + 1))
+    }
+    return nil
+}

@@ -6,13 +6,6 @@ import Testing
 
 @Suite struct MetricsTests {
     /// The value of a sample line `name{labels} value` (labels given as they appear), or nil.
-    func sample(_ text: String, _ prefix: String) -> Double? {
-        for line in text.split(separator: "\n") where line.hasPrefix(prefix + " ") {
-            return Double(line.dropFirst(prefix.count + 1))
-        }
-        return nil
-    }
-
     @Test func metricsFollowRealTraffic() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()
@@ -27,12 +20,12 @@ import Testing
                 #expect(metrics.status == .ok)
                 #expect(metrics.headers[.contentType]?.hasPrefix("text/plain") == true)
                 let text = metrics.text
-                #expect(sample(text, "ddp_bridge_sessions") == 1)
-                #expect(sample(text, "ddp_bridge_sse_streams") == 1)
-                #expect(sample(text, #"ddp_bridge_upstream_connections{state="connected"}"#) == 1)
-                #expect(sample(text, "ddp_bridge_upstream_ready") == 1)
-                #expect(sample(text, "ddp_bridge_method_duration_seconds_count") == 2)
-                #expect((sample(text, "ddp_bridge_sse_events_delivered_total") ?? 0) >= Double(changes))
+                #expect(metricSample(text, "ddp_bridge_sessions") == 1)
+                #expect(metricSample(text, "ddp_bridge_sse_streams") == 1)
+                #expect(metricSample(text, #"ddp_bridge_upstream_connections{state="connected"}"#) == 1)
+                #expect(metricSample(text, "ddp_bridge_upstream_ready") == 1)
+                #expect(metricSample(text, "ddp_bridge_method_duration_seconds_count") == 2)
+                #expect((metricSample(text, "ddp_bridge_sse_events_delivered_total") ?? 0) >= Double(changes))
                 #expect(text.contains(#"ddp_bridge_http_requests_total{route="/v1/methods/**",status="200"} 1"#), "\(text)")
                 #expect(text.contains(#"ddp_bridge_http_requests_total{route="/v1/methods/**",status="404"} 1"#))
                 #expect(text.contains(#"ddp_bridge_http_requests_total{route="/v1/sessions",status="201"} 1"#))

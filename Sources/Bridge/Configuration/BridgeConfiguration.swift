@@ -71,6 +71,17 @@ public struct BridgeConfiguration: Sendable {
     public var reconnectBurst = 50
     /// How long one collection query may scan before it is refused with 422.
     public var queryTimeBudget: Duration = .seconds(2)
+    /// Publications anyone may read without a session (``PublicFanout``); none by default.
+    public var publicPublications = PublicPublications()
+    /// Anonymous upstream connections the public subscriptions are spread over.
+    public var publicConnections = 1
+    /// Distinct public subscriptions (publication + params) at once, over all those connections.
+    public var publicMaxSubscriptions = 100
+    /// Open public streams in all, and per client address.
+    public var publicMaxReaders = 20_000
+    public var publicMaxReadersPerAddress = 100
+    /// `Cache-Control: max-age` of a public collection read, in seconds (0: `no-cache`).
+    public var publicMaxAge = 1
 
     public init(
         upstream: String,

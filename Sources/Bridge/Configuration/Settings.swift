@@ -236,6 +236,30 @@ public struct Settings: Sendable {
         },
         seconds("heartbeat-interval", "Seconds between heartbeat comments on idle streams", \.configuration.heartbeatInterval, minimum: 0.1),
         integer("stream-buffer-limit", "Bytes a stream may fall behind before it is cut off", \.configuration.streamBufferLimit, minimum: 1024),
+        custom(
+            "public-publications",
+            "Publications anyone may read without a session, comma-separated: name (no parameters), name(string,integer) (these parameter types), name(*) (any); none by default",
+            show: { _ in nil }
+        ) { value, settings in
+            do throws(PublicPublications.Invalid) {
+                settings.configuration.publicPublications = try PublicPublications(parsing: value.text)
+            } catch {
+                throw value.invalid(": \(error.description)")
+            }
+        },
+        integer(
+            "public-connections", "Anonymous upstream connections the public subscriptions are spread over", \.configuration.publicConnections,
+            maximum: 64),
+        integer(
+            "public-max-subscriptions", "Distinct public subscriptions (publication + params) at once", \.configuration.publicMaxSubscriptions,
+            maximum: 100_000),
+        integer("public-max-readers", "Open public streams in all", \.configuration.publicMaxReaders, maximum: 10_000_000),
+        integer(
+            "public-max-readers-per-address", "Open public streams per client address", \.configuration.publicMaxReadersPerAddress,
+            maximum: 10_000_000),
+        integer(
+            "public-max-age", "Seconds caches may keep a public collection read (Cache-Control max-age; 0: revalidate each time)",
+            \.configuration.publicMaxAge, minimum: 0, maximum: 86_400),
         custom("public-dir", "Folder of the web console served at / ('none' to serve no console)", fallback: "public", show: { _ in "public" }) {
             value, settings in
             guard value.text != "none", !value.text.isEmpty else {

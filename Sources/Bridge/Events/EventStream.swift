@@ -85,15 +85,15 @@ final class EventStream: Sendable {
 
     let filter: StreamFilter
     let limit: Int
-    let metrics: BridgeMetrics?
+    let counters: StreamCounters?
     private let state: LockedState<State>
     private let bell: AsyncStream<Void>.Continuation
     let rings: AsyncStream<Void>
 
-    init(filter: StreamFilter, limit: Int, metrics: BridgeMetrics? = nil) {
+    init(filter: StreamFilter, limit: Int, counters: StreamCounters? = nil) {
         self.filter = filter
         self.limit = limit
-        self.metrics = metrics
+        self.counters = counters
         self.state = LockedState(State())
         (rings, bell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -202,8 +202,8 @@ final class EventStream: Sendable {
             state.dropped = 0
             return taken
         }
-        if !frames.isEmpty { metrics?.eventsDelivered.increment(by: frames.count) }
-        if dropped > 0 { metrics?.eventsDropped.increment(by: dropped) }
+        if !frames.isEmpty { counters?.delivered.increment(by: frames.count) }
+        if dropped > 0 { counters?.dropped.increment(by: dropped) }
         guard !frames.isEmpty else { return (nil, ending, more) }
         var buffer = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.count })
         for frame in frames { buffer.writeBytes(frame) }

@@ -16,29 +16,37 @@ extension BridgeRoutes {
     /// `GET /v1/collections/{name}?selector=&sort=&skip=&limit=&fields=`.
     @Sendable func queryCollection(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
-        let query = try DocumentQuery(
-            selector: RequestInput.query(request, "selector"), sort: RequestInput.query(request, "sort"), skip: RequestInput.query(request, "skip"),
-            limit: RequestInput.query(request, "limit"), fields: RequestInput.query(request, "fields"),
-            defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
+        let query = try documentQuery(request)
         let session = try await session(request, context)
         // A copy of the one collection (copy-on-write: O(1) now; the connection copies its
         // dictionary only if it changes while the query runs). The scan runs outside the actor.
         let collection = await session.client.collection(name)
         let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
-        let bytes: [UInt8] = {
-            var out: [UInt8] = []
-            out.reserveCapacity(64 + documents.count * 128)
-            EJSONWriter.appendLiteral("{\"documents\":[", to: &out)
-            for (i, document) in documents.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                EJSONWriter.write(.object(document), into: &out)
-            }
-            EJSONWriter.appendLiteral("],\"count\":", to: &out)
-            EJSONWriter.writeInteger(Int64(count), into: &out)
-            out.append(UInt8(ascii: "}"))
-            return out
-        }()
+        let bytes = Self.queryBody(documents, count: count)
         return Reply.json(encoded: ByteBuffer(bytes: bytes))
+    }
+
+    /// `{"documents": [...], "count": n}`, written straight to bytes.
+    static func queryBody(_ documents: [EJSONObject], count: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + documents.count * 128)
+        EJSONWriter.appendLiteral("{\"documents\":[", to: &out)
+        for (i, document) in documents.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            EJSONWriter.write(.object(document), into: &out)
+        }
+        EJSONWriter.appendLiteral("],\"count\":", to: &out)
+        EJSONWriter.writeInteger(Int64(count), into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// The query a collection read asks for (`selector`, `sort`, `skip`, `limit`, `fields`).
+    func documentQuery(_ request: Request) throws -> DocumentQuery {
+        try DocumentQuery(
+            selector: RequestInput.query(request, "selector"), sort: RequestInput.query(request, "sort"), skip: RequestInput.query(request, "skip"),
+            limit: RequestInput.query(request, "limit"), fields: RequestInput.query(request, "fields"),
+            defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
     }
 
     /// `GET /v1/collections/{name}/{id}`: one document with its `_id`; 404 when the session does not hold it.
@@ -128,7 +136,7 @@ extension BridgeRoutes {
         }
     }
 
-    private func collectionName(_ context: BridgeRequestContext) throws -> String {
+    func collectionName(_ context: BridgeRequestContext) throws -> String {
         let raw = try context.parameters.require("name")
         guard let name = raw.percentDecoded, !name.isEmpty else { throw BridgeError.badRequest("invalid collection name") }
         return name

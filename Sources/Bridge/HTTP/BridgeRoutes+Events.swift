@@ -15,19 +15,7 @@ extension BridgeRoutes {
     @Sendable func events(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let filter = try Self.streamFilter(request)
         let start = try Self.streamStart(request)
-        var owned: (name: String, params: [EJSON])?
-        if let name = RequestInput.query(request, "subscribe"), !name.isEmpty {
-            var params: [EJSON] = []
-            if let text = RequestInput.query(request, "params"), !text.isEmpty {
-                guard case .array(let list) = try DocumentQuery.json(text, "params") else {
-                    throw BridgeError.badRequest("params must be a JSON array")
-                }
-                params = list
-            }
-            owned = (name, params)
-        } else if RequestInput.query(request, "params") != nil {
-            throw BridgeError.badRequest("params needs subscribe=publication")
-        }
+        let owned = try Self.streamSubscription(request)
         let session = try await session(request, context)
         var subscription: SubscriptionInfo?
         if let owned {
@@ -35,19 +23,28 @@ extension BridgeRoutes {
             subscription = try await session.subscribe(owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout)
         }
         let ownedID = subscription?.id
-        let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit, metrics: registry.metrics)
+        let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit, counters: registry.metrics.sessionStreams)
         do {
             try await session.attach(stream, start: start)
         } catch {
             if let subscription { _ = session.unsubscribe(subscription.id) }
             throw error
         }
+        return sseResponse(stream) {
+            session.detach(stream)
+            if let ownedID { _ = session.unsubscribe(ownedID) }
+        }
+    }
+
+    /// The `text/event-stream` response that writes a stream until it ends or its consumer goes
+    /// away; `finally` runs once after that (detach, release what the stream held).
+    func sseResponse(_ stream: EventStream, finally: @escaping @Sendable () -> Void) -> Response {
         let retry = configuration.streamRetryMilliseconds
         let body = ResponseBody { writer in
             do {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
                 // On shutdown the stream is told, then ends (the HTTP server waits for open requests).
-                // Heartbeats come from the registry, like any other frame.
+                // Heartbeats come from the registry (or the public fan-out), like any other frame.
                 try await withGracefulShutdownHandler {
                     for await _ in stream.rings {
                         // Everything buffered goes out in one write (coalesced frames); a prelude
@@ -74,14 +71,27 @@ extension BridgeRoutes {
             } catch {
                 // The consumer went away; clean up below.
             }
-            session.detach(stream)
-            if let ownedID { _ = session.unsubscribe(ownedID) }
+            finally()
             try? await writer.finish(nil)
         }
         return Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"],
             body: body)
+    }
+
+    /// `subscribe=<publication>&params=<JSON array>`, if given.
+    static func streamSubscription(_ request: Request) throws -> (name: String, params: [EJSON])? {
+        guard let name = RequestInput.query(request, "subscribe"), !name.isEmpty else {
+            if RequestInput.query(request, "params") != nil { throw BridgeError.badRequest("params needs subscribe=publication") }
+            return nil
+        }
+        var params: [EJSON] = []
+        if let text = RequestInput.query(request, "params"), !text.isEmpty {
+            guard case .array(let list) = try DocumentQuery.json(text, "params") else { throw BridgeError.badRequest("params must be a JSON array") }
+            params = list
+        }
+        return (name, params)
     }
 
     static func streamFilter(_ request: Request) throws(BridgeError) -> StreamFilter {

@@ -7,6 +7,7 @@ import NIOCore
 struct BridgeRoutes: Sendable {
     let registry: SessionRegistry
     let probe: ReadinessProbe
+    let fanout: PublicFanout
     var configuration: BridgeConfiguration { registry.configuration }
 
     typealias Handler = @Sendable (Request, BridgeRequestContext) async throws -> Response
@@ -21,7 +22,7 @@ struct BridgeRoutes: Sendable {
                 { _, _ in
                     Response(
                         status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe))))
+                        body: .init(byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe, fanout: fanout))))
                 }
             ),
             (.post, "/v1/sessions", createSession),
@@ -41,7 +42,10 @@ struct BridgeRoutes: Sendable {
             (.get, "/v1/collections/:name/:id", getDocument),
             (.patch, "/v1/collections/:name/:id", updateDocument),
             (.delete, "/v1/collections/:name/:id", removeDocument),
-            (.get, "/v1/events", events)
+            (.get, "/v1/events", events),
+            (.get, "/v1/public/publications", publicPublications),
+            (.get, "/v1/public/events", publicEvents),
+            (.get, "/v1/public/collections/:name", publicCollection)
         ]
     }
 

@@ -8,8 +8,10 @@ public struct BridgeMetrics: Sendable {
     let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
     let reconnects: CoreMetrics.Counter
-    let eventsDelivered: CoreMetrics.Counter
-    let eventsDropped: CoreMetrics.Counter
+    /// Events written to session streams, and dropped from them (slow consumers).
+    let sessionStreams: StreamCounters
+    /// The same for public readers (``PublicFanout``).
+    let publicStreams: StreamCounters
     let methodDuration: CoreMetrics.Timer
     let failedLogins: CoreMetrics.Counter
     /// Request counters by "route status", made once each (making one per request showed in profiles).
@@ -24,8 +26,12 @@ public struct BridgeMetrics: Sendable {
         ]
         self.factory = factory
         reconnects = CoreMetrics.Counter(label: "ddp_bridge_upstream_reconnects_total", factory: factory)
-        eventsDelivered = CoreMetrics.Counter(label: "ddp_bridge_sse_events_delivered_total", factory: factory)
-        eventsDropped = CoreMetrics.Counter(label: "ddp_bridge_sse_events_dropped_total", factory: factory)
+        sessionStreams = StreamCounters(
+            delivered: CoreMetrics.Counter(label: "ddp_bridge_sse_events_delivered_total", factory: factory),
+            dropped: CoreMetrics.Counter(label: "ddp_bridge_sse_events_dropped_total", factory: factory))
+        publicStreams = StreamCounters(
+            delivered: CoreMetrics.Counter(label: "ddp_bridge_public_events_delivered_total", factory: factory),
+            dropped: CoreMetrics.Counter(label: "ddp_bridge_public_events_dropped_total", factory: factory))
         methodDuration = CoreMetrics.Timer(label: "ddp_bridge_method_duration_seconds", factory: factory)
         failedLogins = CoreMetrics.Counter(label: "ddp_bridge_failed_logins_total", factory: factory)
     }
@@ -43,7 +49,7 @@ public struct BridgeMetrics: Sendable {
     }
 
     /// Sets the gauges from the sessions as they are now, and returns the Prometheus text.
-    func scrape(_ registry: SessionRegistry, probe: ReadinessProbe) -> [UInt8] {
+    func scrape(_ registry: SessionRegistry, probe: ReadinessProbe, fanout: PublicFanout) -> [UInt8] {
         let sessions = registry.allSessions
         CoreMetrics.Gauge(label: "ddp_bridge_sessions", factory: factory).record(sessions.count)
         CoreMetrics.Gauge(label: "ddp_bridge_sse_streams", factory: factory).record(sessions.reduce(0) { $0 + $1.openStreamCount })
@@ -53,6 +59,14 @@ public struct BridgeMetrics: Sendable {
             CoreMetrics.Gauge(label: "ddp_bridge_upstream_connections", dimensions: [("state", state)], factory: factory).record(count)
         }
         CoreMetrics.Gauge(label: "ddp_bridge_upstream_ready", factory: factory).record(probe.isReady ? 1 : 0)
+        let report = fanout.report
+        CoreMetrics.Gauge(label: "ddp_bridge_public_readers", factory: factory).record(report.readers)
+        CoreMetrics.Gauge(label: "ddp_bridge_public_subscriptions", factory: factory).record(report.subscriptions)
+        var publicByState: [String: Int] = ["connected": 0, "connecting": 0, "reconnecting": 0, "closed": 0]
+        for connection in report.connections { publicByState[Self.name(connection), default: 0] += 1 }
+        for (state, count) in publicByState {
+            CoreMetrics.Gauge(label: "ddp_bridge_public_upstream_connections", dimensions: [("state", state)], factory: factory).record(count)
+        }
         return self.registry.emitToBuffer()
     }
 
@@ -64,4 +78,10 @@ public struct BridgeMetrics: Sendable {
         case .closed: "closed"
         }
     }
+}
+
+/// What a stream counts: events written to its consumer, and events dropped (a slow consumer cut off).
+struct StreamCounters: Sendable {
+    let delivered: CoreMetrics.Counter
+    let dropped: CoreMetrics.Counter
 }

@@ -18,6 +18,11 @@ extension Session {
         case snapshot
         /// What was missed since this event id; a `reset` and a snapshot when that is no longer kept.
         case resume(after: UInt64)
+
+        var isLive: Bool {
+            if case .live = self { return true }
+            return false
+        }
     }
 
     /// Registers a stream; its first frames (replay, or reset and snapshot) are taken from the log
@@ -37,7 +42,14 @@ extension Session {
             state.withLock { state in
                 state.flushPipeline(now: .now, onlyIfDue: false)
                 let lastID = state.pipeline.log.lastID
-                let matching = Self.matchingDocuments(cache, stream.filter)
+                var replay: [SessionEvent]?
+                if case .resume(let after) = start, stream.filter.selector == nil { replay = state.pipeline.log.events(after: after) }
+                // Only a stream that needs the matching documents scans for them: a live stream
+                // without a live query (the public fan-out's many readers) or a replay costs O(1).
+                var matching: [(collection: String, id: String, document: EJSONObject)] = []
+                if stream.filter.selector != nil || replay == nil, !(start.isLive && stream.filter.selector == nil) {
+                    matching = Self.matchingDocuments(cache, stream.filter)
+                }
                 if stream.filter.selector != nil { stream.setMatching(Set(matching.map(\.id))) }
                 var prelude: EventStream.Prelude?
                 switch start {
@@ -46,9 +58,9 @@ extension Session {
                 case .snapshot:
                     prelude = Self.snapshot(matching, id: lastID, reason: "A snapshot follows")
                 case .resume(let after):
-                    if stream.filter.selector == nil, let missed = state.pipeline.log.events(after: after) {
+                    if let replay {
                         var frames: [[UInt8]] = []
-                        for event in missed {
+                        for event in replay {
                             if let c = event.collection, let id = event.documentID, !stream.filter.admits(collection: c, id: id) { continue }
                             frames.append(event.frame)
                         }

@@ -69,7 +69,8 @@ public final class Session: Sendable {
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
-        options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress
+        // The public fan-out's anonymous connections stand for no one address.
+        if !clientAddress.isEmpty { options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress }
         self.client = DDPClient(options: options, logger: logger, events: Events(state: state, metrics: metrics))
     }
 
@@ -259,34 +260,51 @@ public final class Session: Sendable {
 
     /// Subscribes (or shares the identical subscription already made); waits for `ready` when asked.
     func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration) async throws -> SubscriptionInfo {
-        let acquired = try state.withLock { state throws(BridgeError) -> (id: String, isNew: Bool) in
-            let key = SharedSubscriptions.key(name, params)
-            let exists = state.subscriptions.entries.values.contains { $0.key == key }
-            if !exists && state.subscriptions.count >= configuration.maxSubscriptionsPerSession {
-                throw BridgeError(
-                    .tooManyRequests, "too-many-subscriptions",
-                    "A session may hold at most \(configuration.maxSubscriptionsPerSession) subscriptions")
-            }
-            return state.subscriptions.acquire(name, params) { "b" + MeteorRandom.id() }
+        let acquired = try acquireSubscription(name, params, limit: configuration.maxSubscriptionsPerSession) {
+            BridgeError(.tooManyRequests, "too-many-subscriptions", "A session may hold at most \($0) subscriptions")
         }
+        return try await startSubscription(acquired, name, params: params, wait: wait, timeout: timeout)
+    }
+
+    /// Takes a reference to the subscription for name and params (made when there is none yet, if
+    /// the session holds fewer than `limit`; else `refusal(limit)` is thrown). Synchronous, so a
+    /// caller can take it while holding its own lock (the public fan-out's placement).
+    func acquireSubscription(_ name: String, _ params: [EJSON], limit: Int, refusal: (Int) -> BridgeError) throws(BridgeError) -> String {
+        try state.withLock { state throws(BridgeError) -> String in
+            let key = SharedSubscriptions.key(name, params)
+            if state.subscriptions.id(forKey: key) == nil && state.subscriptions.count >= limit { throw refusal(limit) }
+            return state.subscriptions.acquire(name, params) { "b" + MeteorRandom.id() }.id
+        }
+    }
+
+    /// Whether the session holds a subscription for name and params (referenced or lingering).
+    func holdsSubscription(_ name: String, _ params: [EJSON]) -> Bool {
+        state.withLock { $0.subscriptions.id(forKey: SharedSubscriptions.key(name, params)) != nil }
+    }
+
+    var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
+
+    /// Starts upstream a subscription taken with ``acquireSubscription(_:_:limit:refusal:)``
+    /// (idempotent when it is already started) and waits for `ready` when asked. On failure the
+    /// caller's reference is dropped.
+    func startSubscription(_ id: String, _ name: String, params: [EJSON], wait: Bool, timeout: Duration) async throws -> SubscriptionInfo {
         do {
             // Idempotent per id: a caller sharing a subscription a concurrent caller is still
             // starting either starts it or finds it started, in the client actor's order.
-            try await client.subscribe(name, params: params, id: acquired.id, waitUntilReady: false)
-            if wait { try await client.waitUntilReady(acquired.id, timeout: timeout) }
+            try await client.subscribe(name, params: params, id: id, waitUntilReady: false)
+            if wait { try await client.waitUntilReady(id, timeout: timeout) }
         } catch let error as DDPError {
-            state.withLock { $0.subscriptions.remove(acquired.id) }
+            state.withLock { $0.subscriptions.remove(id) }
             throw error
         } catch {
             // Timed out or cancelled: this caller's reference goes; the subscription lingers
             // for others and is stopped upstream when nobody holds it.
             let now = ContinuousClock.now
-            state.withLock { _ = $0.subscriptions.release(acquired.id, at: now) }
+            state.withLock { _ = $0.subscriptions.release(id, at: now) }
             throw error
         }
         return state.withLock { state in
-            state.subscriptions.entries[acquired.id]?.info
-                ?? SubscriptionInfo(id: acquired.id, name: name, params: params, state: .pending, refs: 1)
+            state.subscriptions.entries[id]?.info ?? SubscriptionInfo(id: id, name: name, params: params, state: .pending, refs: 1)
         }
     }
 

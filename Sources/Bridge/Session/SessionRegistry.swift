@@ -239,7 +239,8 @@ public final class SessionRegistry: Service, Sendable {
     /// Once a second: close idle sessions, stop subscriptions whose linger is over.
     private func sweep() async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: min(.seconds(1), configuration.subscriptionLinger / 2))
+            // Never a zero step (a zero linger is allowed): that would spin.
+            try? await Task.sleep(for: max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2)))
             let now = ContinuousClock.now
             let sessions = state.withLock { state in
                 state.logins.prune(now: now)

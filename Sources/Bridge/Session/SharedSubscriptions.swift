@@ -34,6 +34,9 @@ struct SharedSubscriptions: Sendable {
 
     var count: Int { entries.count }
 
+    /// The subscription for a key (referenced or lingering), if any.
+    func id(forKey key: String) -> String? { byKey[key].flatMap { entries[$0] == nil ? nil : $0 } }
+
     /// Takes a reference to the subscription for name and params; `isNew` when it must be started upstream.
     mutating func acquire(_ name: String, _ params: [EJSON], newID: () -> String) -> (id: String, isNew: Bool) {
         let key = Self.key(name, params)

@@ -17,8 +17,11 @@ public enum SHA256Digest {
 
     /// Lower-case hex of the SHA-256 of a string's UTF-8 bytes (Meteor's password digest).
     /// On the request path (session tokens are looked up by it), so built straight from bytes.
-    public static func hex(_ text: String) -> String {
-        let digest = hash(text.utf8)
+    public static func hex(_ text: String) -> String { hex(bytes: text.utf8) }
+
+    /// Lower-case hex of the SHA-256 of bytes.
+    public static func hex(bytes: some Collection<UInt8>) -> String {
+        let digest = hash(bytes)
         return String(unsafeUninitializedCapacity: digest.count * 2) { out in
             for (i, byte) in digest.enumerated() {
                 out[2 * i] = hexDigits[Int(byte >> 4)]

@@ -61,6 +61,12 @@ public actor ServerCore {
 
     public var connectionCount: Int { connections.count }
 
+    /// Subscriptions to `name` across all connections (universal ones aside), for tests that count
+    /// what a client asked of the server.
+    public func subscriptionCount(named name: String) -> Int {
+        connections.values.reduce(0) { $0 + $1.subscriptions.values.filter { !$0.universal && $0.name == name }.count }
+    }
+
     // MARK: - Connections
 
     func connectionOpened(outbox: AsyncStream<Outgoing>.Continuation, clientAddress: String?) -> Int {

@@ -1,0 +1,87 @@
+import DDP
+import DDPClient
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+extension BridgeRoutes {
+    /// `GET /v1/public/publications`: what may be read without a session, with its parameters.
+    @Sendable func publicPublications(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        Reply.json(["publications": fanout.publications.ejson])
+    }
+
+    /// `GET /v1/public/events?subscribe=<publication>&params=<JSON array>`: a public
+    /// publication's changes as Server-Sent Events, without a session; the same filters,
+    /// snapshot and `Last-Event-ID` resume as `GET /v1/events`.
+    @Sendable func publicEvents(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let (name, params) = try Self.publicSubscription(request)
+        let filter = try Self.streamFilter(request)
+        let start = try Self.streamStart(request)
+        let address = RequestInput.clientAddress(request, context, configuration: configuration)
+        try fanout.admitReader(from: address)
+        let session: Session
+        let id: String
+        let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit, counters: registry.metrics.publicStreams)
+        do {
+            (session, id) = try await fanout.subscribe(name, params)
+        } catch {
+            fanout.readerLeft(from: address)
+            throw error
+        }
+        do {
+            try await session.attach(stream, start: start)
+        } catch {
+            fanout.release(session, id)
+            fanout.readerLeft(from: address)
+            throw error
+        }
+        let fanout = self.fanout
+        return sseResponse(stream) {
+            session.detach(stream)
+            fanout.release(session, id)
+            fanout.readerLeft(from: address)
+        }
+    }
+
+    /// `GET /v1/public/collections/{name}?subscribe=…&params=…` (and `selector`, `sort`, `skip`,
+    /// `limit`, `fields`): what a public publication holds in a collection, once. `ETag` is the
+    /// body's digest; `If-None-Match` with it answers 304; `Cache-Control: public, max-age`.
+    @Sendable func publicCollection(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let collectionName = try collectionName(context)
+        let (name, params) = try Self.publicSubscription(request)
+        let query = try documentQuery(request)
+        let (session, id) = try await fanout.subscribe(name, params)
+        // The reference goes when the read is done; the subscription lingers for the next reader.
+        defer { fanout.release(session, id) }
+        let collection = await session.client.collection(collectionName)
+        let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
+        let bytes = Self.queryBody(documents, count: count)
+        let tag = "\"" + SHA256Digest.hex(bytes: bytes).prefix(32) + "\""
+        var headers: HTTPFields = [
+            .eTag: tag,
+            .cacheControl: configuration.publicMaxAge > 0 ? "public, max-age=\(configuration.publicMaxAge)" : "public, no-cache"
+        ]
+        if Self.matches(tag, request.headers[values: .ifNoneMatch]) { return Response(status: .notModified, headers: headers) }
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// `subscribe=` (required) and `params=` of a public route.
+    static func publicSubscription(_ request: Request) throws -> (name: String, params: [EJSON]) {
+        guard let subscription = try streamSubscription(request) else {
+            throw BridgeError.badRequest("subscribe=<publication> is required (GET /v1/public/publications lists them)")
+        }
+        return subscription
+    }
+
+    /// Whether an `If-None-Match` header names the tag (or `*`); weak tags compare by their value.
+    static func matches(_ tag: String, _ headers: [String]) -> Bool {
+        for header in headers {
+            for candidate in header.split(separator: ",") {
+                let value = candidate.trimmingSpaces
+                if value == "*" || value == tag || (value.hasPrefix("W/") && value.dropFirst(2) == tag) { return true }
+            }
+        }
+        return false
+    }
+}

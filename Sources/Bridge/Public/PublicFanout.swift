@@ -1,0 +1,202 @@
+import DDP
+import DDPClient
+import HTTPTypes
+public import Logging
+public import ServiceLifecycle
+
+/// Public fan-out: publications the operator made public (`--public-publications`) are read
+/// without a session, by any number of readers, for the price of one upstream subscription per
+/// distinct publication + params.
+///
+/// The subscriptions live on a small pool of anonymous upstream connections
+/// (`--public-connections`, one by default), each an ordinary ``Session`` without a token: its
+/// shared, reference-counted subscriptions (with the same linger), its event pipeline and log
+/// (each change encoded once, the same bytes to every reader), its streams with their filters,
+/// snapshots and `Last-Event-ID` resume. A reader's stream holds a reference to its
+/// subscription while it is open.
+///
+/// A connection is one merged view, as in Meteor's own client: readers of subscriptions placed
+/// on the same connection see the union of what those subscriptions publish. A new distinct
+/// subscription goes to an unused connection while the pool has room, so with as many
+/// connections as distinct public subscriptions each reader sees exactly its publication.
+///
+/// Lock order: the fan-out's lock, then a pool session's lock (``Session/acquireSubscription``
+/// is taken under it, so two readers of a new subscription cannot place it twice); never the
+/// other way round.
+public final class PublicFanout: Service, Sendable {
+    struct State: Sendable {
+        var connections: [Session] = []
+        /// Open public streams, in all and by client address.
+        var readers = 0
+        var perAddress: [String: Int] = [:]
+        var shuttingDown = false
+    }
+
+    public let publications: PublicPublications
+    /// The pool sessions' configuration: the bridge's, with the public limits in place of the
+    /// per-session ones (the fan-out checks them first, with its own reasons).
+    let poolConfiguration: BridgeConfiguration
+    let logger: Logger
+    let metrics: BridgeMetrics
+    let pacer: ReconnectPacer
+    private let state = LockedState(State())
+    private let started: AsyncStream<Session>
+    private let starter: AsyncStream<Session>.Continuation
+
+    init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer) {
+        publications = configuration.publicPublications
+        var pool = configuration
+        pool.maxSubscriptionsPerSession = configuration.publicMaxSubscriptions
+        pool.maxStreamsPerSession = configuration.publicMaxReaders
+        poolConfiguration = pool
+        var logger = logger
+        logger[metadataKey: "ddp.public"] = "true"
+        self.logger = logger
+        self.metrics = metrics
+        self.pacer = pacer
+        (started, starter) = AsyncStream<Session>.makeStream()
+    }
+
+    var configuration: BridgeConfiguration { poolConfiguration }
+
+    // MARK: - Readers
+
+    /// Counts a new reader from `address`; 503 past the readers in all, 429 past those per address.
+    func admitReader(from address: String) throws(BridgeError) {
+        try state.withLock { state throws(BridgeError) in
+            guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
+            guard state.readers < configuration.publicMaxReaders else {
+                throw BridgeError(
+                    .serviceUnavailable, "too-many-public-readers",
+                    "The bridge serves its maximum of \(configuration.publicMaxReaders) public streams", retryAfter: 30)
+            }
+            guard state.perAddress[address, default: 0] < configuration.publicMaxReadersPerAddress else {
+                throw BridgeError(
+                    .tooManyRequests, "too-many-public-streams",
+                    "This address has its maximum of \(configuration.publicMaxReadersPerAddress) public streams open", retryAfter: 10)
+            }
+            state.readers += 1
+            state.perAddress[address, default: 0] += 1
+        }
+    }
+
+    func readerLeft(from address: String) {
+        state.withLock { state in
+            state.readers -= 1
+            let left = state.perAddress[address, default: 1] - 1
+            state.perAddress[address] = left > 0 ? left : nil
+        }
+    }
+
+    // MARK: - Subscriptions
+
+    /// A reference to the public subscription for name + params (made upstream if it is new,
+    /// on the connection chosen for it), ready and connected, or an error: 403/400 for what is
+    /// not public, 503 past the distinct subscriptions allowed or without an upstream, 504 when
+    /// it does not get ready in time. Release it with ``release(_:_:)``.
+    func subscribe(_ name: String, _ params: [EJSON]) async throws -> (session: Session, id: String) {
+        try publications.check(name, params)
+        let (session, id) = try place(name, params)
+        do {
+            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+        } catch {
+            release(session, id)
+            throw error
+        }
+        // On failure it drops this reader's reference itself.
+        _ = try await session.startSubscription(id, name, params: params, wait: true, timeout: configuration.requestTimeout)
+        return (session, id)
+    }
+
+    func release(_ session: Session, _ id: String) { _ = session.unsubscribe(id) }
+
+    /// Finds the connection holding the subscription, or places a new one: on an unused
+    /// connection while the pool has room, else on the connection with the fewest.
+    private func place(_ name: String, _ params: [EJSON]) throws(BridgeError) -> (Session, String) {
+        try state.withLock { state throws(BridgeError) -> (Session, String) in
+            guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
+            let refusal = { (limit: Int) in
+                BridgeError(
+                    .serviceUnavailable, "too-many-public-subscriptions",
+                    "The bridge holds its maximum of \(limit) distinct public subscriptions (publication + params)", retryAfter: 30)
+            }
+            if let holder = state.connections.first(where: { $0.holdsSubscription(name, params) }) {
+                return (holder, try holder.acquireSubscription(name, params, limit: .max, refusal: refusal))
+            }
+            let counts = state.connections.map(\.subscriptionCount)
+            guard counts.reduce(0, +) < configuration.publicMaxSubscriptions else { throw refusal(configuration.publicMaxSubscriptions) }
+            let session: Session
+            if let unused = counts.firstIndex(of: 0) {
+                session = state.connections[unused]
+            } else if state.connections.count < configuration.publicConnections {
+                session = Session(
+                    tokenHash: "", clientAddress: "", meteorKey: nil, configuration: poolConfiguration, logger: logger, metrics: metrics,
+                    pacer: pacer)
+                state.connections.append(session)
+                starter.yield(session)
+                logger.info("public upstream connection opened", metadata: ["ddp.session": .string(session.id)])
+            } else {
+                let fewest = counts.indices.min { counts[$0] < counts[$1] } ?? 0
+                session = state.connections[fewest]
+            }
+            return (session, try session.acquireSubscription(name, params, limit: .max, refusal: refusal))
+        }
+    }
+
+    // MARK: - Reports
+
+    struct Report: Sendable {
+        let readers: Int
+        let subscriptions: Int
+        let connections: [ConnectionState]
+    }
+
+    var report: Report {
+        let (readers, connections) = state.withLock { ($0.readers, $0.connections) }
+        return Report(
+            readers: readers, subscriptions: connections.reduce(0) { $0 + $1.subscriptionCount }, connections: connections.map(\.connection))
+    }
+
+    // MARK: - Running
+
+    /// Runs the pool's connections, stops subscriptions whose linger is over, sends heartbeats
+    /// to idle readers; on shutdown closes the pool.
+    public func run() async throws {
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.sweep() }
+                for await session in started {
+                    group.addTask { await session.run() }
+                }
+                await closeAll()
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.state.withLock { $0.shuttingDown = true }
+            self.starter.finish()
+        }
+    }
+
+    private func closeAll() async {
+        let all = state.withLock { $0.connections }
+        for session in all { await session.close(reason: "the bridge is shutting down") }
+    }
+
+    /// Releases lingering subscriptions (about once a second) and sends heartbeats.
+    private func sweep() async {
+        // Never a zero step (a zero linger is allowed): that would spin.
+        let step = max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2, configuration.heartbeatInterval))
+        var sinceHeartbeat = Duration.zero
+        while !Task.isCancelled {
+            try? await Task.sleep(for: step)
+            let now = ContinuousClock.now
+            let all = state.withLock { $0.connections }
+            for session in all { await session.releaseLingering(now: now) }
+            sinceHeartbeat += step
+            if sinceHeartbeat >= configuration.heartbeatInterval {
+                sinceHeartbeat = .zero
+                for session in all { session.heartbeat() }
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+import Bridge
+import DDP
+import DDPServer
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOHTTP1
+import Testing
+
+/// `--public-publications`: publications read without a session, shared by every reader.
+@Suite struct PublicFanoutTests {
+    // MARK: - The setting (pure)
+
+    @Test func theSettingNamesPublicationsAndTheirParameters() throws {
+        let publications = try PublicPublications(parsing: " ticker(number, integer) ,tasks(*), typed ,flags(boolean,null,string,object,array,any)")
+        #expect(publications.entries.keys.sorted() == ["flags", "tasks", "ticker", "typed"])
+        #expect(publications.entries["typed"]?.signature == "typed")
+        #expect(publications.entries["tasks"]?.signature == "tasks(*)")
+        #expect(publications.entries["ticker"]?.signature == "ticker(number,integer)")
+
+        try publications.check("typed", [])
+        try publications.check("tasks", [["listId": "inbox"], 1, "x"])
+        try publications.check("ticker", [0.5, 3])
+        try publications.check("ticker", [2, 3.0])
+        try publications.check("flags", [true, .null, "s", [:], [], 7])
+        for (name, params) in [("ticker", [1.5, 2.5]), ("ticker", [1]), ("ticker", ["1", 2]), ("typed", [1]), ("flags", [1, .null, "s", [:], [], 7])]
+            as [(String, [EJSON])]
+        {
+            #expect(throws: BridgeError.self, "\(name) \(params)") { try publications.check(name, params) }
+        }
+        do {
+            try publications.check("secret", [])
+            Issue.record("a publication not named was admitted")
+        } catch {
+            #expect(error.status == .forbidden)
+            #expect(error.error == "not-public")
+        }
+        #expect(try PublicPublications(parsing: "").isEmpty)
+        #expect(try PublicPublications(parsing: " , ").isEmpty)
+        for bad in ["a(", "a)", "a(b)c", "a(string", "a((string))", "a(strin)", "a,a", "a b", "(string)", "a(string,,number)"] {
+            #expect(throws: PublicPublications.Invalid.self, "\(bad)") { try PublicPublications(parsing: bad) }
+        }
+        let refused = #expect(throws: Settings.Invalid.self) {
+            try Settings(flags: ["upstream": "ws://127.0.0.1:3000/websocket", "public-publications": "tasks(strnig)"], environment: [:])
+        }
+        #expect(refused?.description.contains("--public-publications (DDP_BRIDGE_PUBLIC_PUBLICATIONS)") == true)
+        #expect(refused?.description.contains("'strnig'") == true)
+    }
+
+    // MARK: - Through real HTTP
+
+    static func run(
+        _ publications: String = "tasks(*),typed",
+        configure: @escaping @Sendable (inout BridgeConfiguration) -> Void = { _ in },
+        _ body: @Sendable (BridgeHarness, Int) async throws -> Void
+    ) async throws {
+        let parsed = try PublicPublications(parsing: publications)
+        try await BridgeHarness.run(configure: {
+            $0.publicPublications = parsed
+            // A reader that went away is noticed at the next write (a heartbeat at the latest).
+            $0.heartbeatInterval = .milliseconds(200)
+            configure(&$0)
+        }) { h in
+            try await body(h, try #require(h.client.port))
+        }
+    }
+
+    /// Opens `count` streams of `path` (each on its own connection) for the duration of `body`.
+    static func withReaders(
+        _ count: Int, port: Int, _ path: String, opened: [SSEReader] = [], _ body: @Sendable ([SSEReader]) async throws -> Void
+    ) async throws {
+        guard opened.count < count else { return try await body(opened) }
+        try await withEventStream(port: port, path, token: nil) { reader in
+            try await withReaders(count, port: port, path, opened: opened + [reader], body)
+        }
+    }
+
+    static func documentEvents(_ events: [SSEEvent]) -> [SSEEvent] {
+        events.filter { ["added", "changed", "removed"].contains($0.event) }
+    }
+
+    /// The documents a stream's events leave, by id (snapshot and live changes applied in order).
+    static func apply(_ events: [SSEEvent]) -> [String: EJSONObject] {
+        var documents: [String: EJSONObject] = [:]
+        for event in events {
+            let json = event.json
+            guard let id = json["id"]?.stringValue else {
+                if event.event == "reset" { documents = [:] }
+                continue
+            }
+            switch event.event {
+            case "added":
+                if case .object(let fields)? = json["fields"] { documents[id] = fields } else { documents[id] = [:] }
+            case "changed":
+                if case .object(let fields)? = json["fields"] { for field in fields { documents[id]?[field.key] = field.value } }
+                if case .array(let cleared)? = json["cleared"] { for key in cleared { if let key = key.stringValue { documents[id]?[key] = nil } } }
+            case "removed":
+                documents[id] = nil
+            default:
+                break
+            }
+        }
+        return documents
+    }
+
+    @Test func manyReadersShareOneUpstreamConnectionAndSubscription() async throws {
+        try await Self.run { h, port in
+            // The readiness probe keeps a connection of its own; count from when it is up.
+            try await eventually("the readiness probe's connection") { try await h.request(.get, "/readyz").status == .ok }
+            let before = await h.upstream.core.connectionCount
+            let readers = 8
+            try await Self.withReaders(readers, port: port, "/v1/public/events?subscribe=tasks&collections=tasks&snapshot=true") { streams in
+                for stream in streams {
+                    try await stream.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
+                    #expect(await stream.status == 200)
+                }
+                #expect(await h.upstream.core.connectionCount == before + 1, "one upstream connection for every public reader")
+                #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 1, "one upstream subscription for every public reader")
+
+                // Writes through a session (writes are never public) reach every reader, in order.
+                let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+                for n in 0..<10 {
+                    let inserted = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"p\#(n)","text":"public \#(n)"}"#)
+                    #expect(inserted.status == .created)
+                    _ = try await h.request(.patch, "/v1/collections/tasks/p\(n)", token: token, body: #"{"done":true}"#)
+                }
+                _ = try await h.request(.delete, "/v1/collections/tasks/p0", token: token)
+                let read = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&limit=100")
+                #expect(read.status == .ok, "\(read.text)")
+                var expected: [String: EJSONObject] = [:]
+                if case .array(let documents)? = read["documents"] {
+                    for case .object(var document) in documents {
+                        let id = document["_id"]?.stringValue ?? ""
+                        document["_id"] = nil
+                        expected[id] = document
+                    }
+                }
+                #expect(expected.count == 12)
+                let first = try #require(streams.first)
+                try await first.wait("every change") { Self.apply($0) == expected }
+                let reference = Self.documentEvents(await first.events)
+                for stream in streams.dropFirst() {
+                    try await stream.wait("every change") { Self.apply($0) == expected }
+                    let events = Self.documentEvents(await stream.events)
+                    #expect(events == reference, "every reader gets the same events in the same order")
+                    #expect(await stream.violations.isEmpty)
+                }
+                #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 1)
+                let metrics = try await h.request(.get, "/metrics").text
+                #expect(metricSample(metrics, "ddp_bridge_public_readers") == Double(readers))
+                #expect(metricSample(metrics, "ddp_bridge_public_subscriptions") == 1)
+            }
+            // When the last reader has gone and the linger is over, the subscription is stopped upstream.
+            try await eventually("the public subscription stopped upstream") { await h.upstream.core.subscriptionCount(named: "tasks") == 0 }
+            let metrics = try await h.request(.get, "/metrics").text
+            #expect(metricSample(metrics, "ddp_bridge_public_readers") == 0)
+            #expect(metricSample(metrics, "ddp_bridge_public_subscriptions") == 0)
+            #expect(metricSample(metrics, #"ddp_bridge_public_upstream_connections{state="connected"}"#) == 1)
+            #expect((metricSample(metrics, "ddp_bridge_public_events_delivered_total") ?? 0) >= Double(readers * 20))
+        }
+    }
+
+    @Test func whatIsNotPublicAndWhatIsTooMuchIsRefusedWithAReason() async throws {
+        try await Self.run(
+            "tasks(*),typed",
+            configure: {
+                $0.publicMaxSubscriptions = 2
+                $0.publicMaxReadersPerAddress = 2
+                $0.publicConnections = 2
+            }
+        ) { h, port in
+            let listed = try await h.request(.get, "/v1/public/publications")
+            #expect(listed.status == .ok)
+            #expect(listed["publications"]?.arrayValue?.compactMap { $0["signature"]?.stringValue } == ["tasks(*)", "typed"])
+
+            expectError(try await h.request(.get, "/v1/public/events?subscribe=myTasks"), .forbidden, "not-public")
+            expectError(try await h.request(.get, "/v1/public/collections/tasks?subscribe=myTasks"), .forbidden, "not-public")
+            expectError(try await h.request(.get, "/v1/public/events?subscribe=typed&params=%5B1%5D"), .badRequest, "invalid-params")
+            expectError(try await h.request(.get, "/v1/public/events"), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/public/events?subscribe=typed&params=%7B%7D"), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/public/events?subscribe=typed&selector=%7B%7D"), .badRequest, "bad-request")
+            // Writes are never public: the public routes take GET only.
+            #expect(try await h.request(.post, "/v1/public/collections/tasks?subscribe=tasks", body: "{}").status == .methodNotAllowed)
+
+            // Two distinct subscriptions are allowed; a third (other params) is refused, and
+            // nothing was subscribed upstream for it.
+            let a = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks")
+            let b = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"inbox"}]"#))")
+            #expect(a.status == .ok && b.status == .ok, "\(a.text) \(b.text)")
+            #expect(a["count"] == 3)
+            #expect(b["count"] == 2, "a subscription placed on a connection of its own is read exactly")
+            let third = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"work"}]"#))")
+            expectError(third, .serviceUnavailable, "too-many-public-subscriptions")
+            #expect(third.headers[.retryAfter] != nil)
+            #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 2)
+            try await eventually("the lingering subscriptions stopped") { await h.upstream.core.subscriptionCount(named: "tasks") == 0 }
+
+            // Readers per address: two open, the third refused; one leaves, a new one is admitted.
+            try await withEventStream(port: port, "/v1/public/events?subscribe=typed", token: nil) { one in
+                try await one.waitUntilOpen()
+                try await withEventStream(port: port, "/v1/public/events?subscribe=typed", token: nil) { two in
+                    try await two.waitUntilOpen()
+                    let refused = try await requestOnOwnConnection(port: port, .GET, "/v1/public/events?subscribe=typed", token: nil)
+                    #expect(refused.status == 429)
+                    #expect(refused.body.contains("too-many-public-streams"), "\(refused.body)")
+                }
+            }
+            try await eventually("the readers have left") {
+                metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_public_readers") == 0
+            }
+            try await withEventStream(port: port, "/v1/public/events?subscribe=typed&snapshot=true", token: nil) { again in
+                try await again.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
+            }
+        }
+    }
+
+    @Test func nothingIsPublicUnlessTheOperatorSaysSo() async throws {
+        try await Self.run("") { h, _ in
+            let listed = try await h.request(.get, "/v1/public/publications")
+            #expect(listed["publications"] == [])
+            expectError(try await h.request(.get, "/v1/public/events?subscribe=tasks"), .forbidden, "not-public")
+            expectError(try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks"), .forbidden, "not-public")
+            #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 0)
+        }
+    }
+
+    @Test func aCollectionReadCarriesAnETagThatCachesRevalidate() async throws {
+        try await Self.run(configure: { $0.publicMaxAge = 5 }) { h, _ in
+            let path = "/v1/public/collections/tasks?subscribe=tasks&sort=%7B%22_id%22%3A1%7D"
+            let first = try await h.request(.get, path)
+            #expect(first.status == .ok)
+            #expect(first["count"] == 3)
+            #expect(first.headers[.cacheControl] == "public, max-age=5")
+            let tag = try #require(first.headers[.eTag])
+            #expect(tag.hasPrefix("\"") && tag.hasSuffix("\"") && tag.count == 34)
+
+            let unchanged = try await h.request(.get, path, headers: [.ifNoneMatch: tag])
+            #expect(unchanged.status == .notModified)
+            #expect(unchanged.text.isEmpty)
+            #expect(unchanged.headers[.eTag] == tag)
+            #expect(try await h.request(.get, path, headers: [.ifNoneMatch: "\"other\", W/\(tag)"]).status == .notModified)
+            #expect(try await h.request(.get, path, headers: [.ifNoneMatch: "\"other\""]).status == .ok)
+
+            let (token, _) = try await h.session()
+            _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"done":true}"#)
+            try await eventually("the change reaches the public view") {
+                let changed = try await h.request(.get, path, headers: [.ifNoneMatch: tag])
+                return changed.status == .ok && changed.headers[.eTag] != tag
+            }
+            // Another query of the same data is another representation, with its own tag.
+            let limited = try await h.request(.get, path + "&limit=1")
+            #expect(limited.status == .ok)
+            #expect(limited.headers[.eTag] != tag)
+        }
+    }
+
+    @Test func aReaderResumesFromTheSharedLogAndSeesOnlyTheNetDifferenceAfterAnUpstreamDrop() async throws {
+        try await Self.run { h, port in
+            let (token, _) = try await h.session()
+            let path = "/v1/public/events?subscribe=tasks&collections=tasks"
+            // A reader that stays (so the subscription does), and one that leaves and comes back.
+            try await withEventStream(port: port, path + "&snapshot=true", token: nil) { stays in
+                try await stays.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
+                let lastID = try await withEventStream(port: port, path + "&snapshot=true", token: nil) { leaves in
+                    try await leaves.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"text":"first"}"#)
+                    try await leaves.wait("the first change") { Self.documentEvents($0).count == 4 }
+                    return try #require(await leaves.events.last { $0.id != nil }?.id)
+                }
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"text":"missed"}"#)
+                try await stays.wait("the missed change") { Self.documentEvents($0).count == 5 }
+                try await withEventStream(port: port, path, token: nil, headers: [("Last-Event-ID", lastID)]) { back in
+                    try await back.wait("the missed change, replayed") { Self.documentEvents($0).count == 1 }
+                    let replayed = Self.documentEvents(await back.events)
+                    #expect(replayed.map(\.event) == ["changed"])
+                    #expect(replayed.first?.json["fields"] == ["text": "missed"])
+                    #expect(await back.events.contains { $0.event == "reset" } == false)
+                }
+                // An id this log never issued means reset and a snapshot.
+                try await withEventStream(port: port, path, token: nil, headers: [("Last-Event-ID", "5")]) { stranger in
+                    try await stranger.wait("reset and snapshot") { $0.contains { $0.event == "snapshot" } }
+                    #expect(await stranger.events.first { $0.event != "connection" }?.event == "reset")
+                }
+
+                // The Meteor app drops every connection and a document is added meanwhile: the
+                // reader is told, and then gets only what changed (not the documents again).
+                let seen = Self.documentEvents(await stays.events).count
+                await h.upstream.core.closeAllConnections()
+                try await h.upstream.core.insert("tasks", ["_id": "while-down", "text": "added while the bridge was away"])
+                try await stays.wait("back, with the difference") { events in
+                    events.contains { $0.event == "connection" && $0.json["state"] == "reconnecting" }
+                        && Self.documentEvents(events).count > seen
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                let after = Array(Self.documentEvents(await stays.events).dropFirst(seen))
+                #expect(after.map(\.event) == ["added"], "only the net difference: \(after.map(\.data))")
+                #expect(after.first?.json["id"] == "while-down")
+                let states = await stays.events.filter { $0.event == "connection" }.compactMap { $0.json["state"]?.stringValue }
+                #expect(states.suffix(1) == ["connected"], "\(states)")
+            }
+        }
+    }
+}
