@@ -1,0 +1,3 @@
+module ddp-bridge/examples/sse-consumer
+
+go 1.19
