@@ -171,9 +171,13 @@ export function valueAt(document, path) {
   let current = document;
   for (const key of path) {
     if (kindOf(current) !== "object") return null;
-    const member = membersOf(current).find(([name]) => name === key);
-    if (!member) return null;
-    current = member[1];
+    let members = /** @type {Record<string, unknown>} */ (current);
+    const escaped = members.$escape;
+    if (escaped && typeof escaped === "object" && !Array.isArray(escaped) && Object.keys(members).length === 1) {
+      members = /** @type {Record<string, unknown>} */ (escaped);
+    }
+    if (!has(members, key)) return null;
+    current = members[key];
   }
   return current === undefined ? null : current;
 }
