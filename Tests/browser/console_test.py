@@ -10,6 +10,8 @@ import os
 import sys
 import time
 import urllib.parse
+from datetime import datetime, timedelta, timezone
+from concurrent.futures import ThreadPoolExecutor
 
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
@@ -44,15 +46,16 @@ def make_driver():
 driver = make_driver()
 
 
-def wait_for(what, condition, timeout=WAIT):
+def wait_for(what, condition, timeout=WAIT, detail=None):
+    """Waits until condition() holds; on failure, says what the page showed (or detail())."""
     try:
         return WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException]).until(
             lambda d: condition())
     except TimeoutException:
         shot = os.path.join(ARTIFACTS, "failure.png")
         driver.save_screenshot(shot)
-        raise AssertionError(f"{what}: not seen within {timeout} s (screenshot {shot}); page said: "
-                             f"{driver.find_element(By.TAG_NAME, 'body').text[:1500]}")
+        shown = detail() if detail else driver.find_element(By.TAG_NAME, "body").text[:1500]
+        raise AssertionError(f"{what}: not seen within {timeout} s (screenshot {shot}); page said: {shown}")
 
 
 def by_id(element_id):
@@ -127,6 +130,66 @@ def rest(method, path, body=None, token=None):
     return response.status, dict(response.getheaders()), data
 
 
+def apply_query(selector, sort, limit):
+    fill("q-selector", selector)
+    fill("q-sort", sort)
+    fill("q-limit", str(limit))
+    press(by_id("query-form").find_element(By.CSS_SELECTOR, "button[type=submit]"))
+
+
+def table_rows():
+    """The rows the table shows (not those fading out): each document's _id and its `n` as shown."""
+    return driver.execute_script("""
+        return [...document.querySelectorAll('#documents tbody tr:not(.removed)')].map(r => {
+            const n = r.querySelector('[data-field=n]');
+            return [JSON.parse(r.dataset.id), n ? n.textContent.replace(/^n: /, '') : null];
+        })""")
+
+
+def rest_page(token, selector, sort, skip, limit):
+    """The same view as the REST API answers it: [[_id, n as JSON]], and the count."""
+    query = urllib.parse.urlencode({"selector": selector, "sort": sort, "skip": skip, "limit": limit})
+    status, _, body = rest("GET", f"/v1/collections/tasks?{query}", token=token)
+    assert status == 200, (status, body)
+    answer = json.loads(body)
+    return [[d["_id"], shown(d["n"]) if "n" in d else None] for d in answer["documents"]], answer["count"]
+
+
+def shown(value):
+    """A value as the table shows it: a date in ISO 8601, anything else as compact JSON."""
+    if isinstance(value, dict) and list(value) == ["$date"] and isinstance(value["$date"], (int, float)):
+        date = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=value["$date"])
+        return date.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# Values of every EJSON type class, and the pairs the order must get right: ±Infinity, canonically
+# equivalent strings (equal to Swift: their ids decide), an escaped object and a custom type (the
+# same class, no order between them), binary by length first. Not NaN: it compares equal to every
+# number, so no order is total and the bridge's own sort algorithm decides where it lands.
+MIXED = [None, -3, 1.5, 0, {"$InfNaN": -1}, {"$InfNaN": 1}, "x", "X", "\u00e9", "e\u0301", "\U0001F600", "\ue000",
+         {"a": 1}, {"a": 1, "b": 2}, {"b": 0}, {"$escape": {"$date": "x"}}, {"$type": "point", "$value": [1, 2]}, [1, 2], [1], [],
+         {"$binary": "AQI="}, {"$binary": "AAA="}, {"$binary": "AQ=="}, {"$type": "oid", "$value": "0123456789abcdef01234567"},
+         True, False, {"$date": 5}, {"$date": -5}, {"$regexp": "a.c", "$flags": "i"}, {"$regexp": "a.c", "$flags": ""}]
+# Ids whose order differs between Unicode scalars (Swift, the bridge) and UTF-16 code units.
+MIXED_IDS = ["mix-\U0001F600", "mix-\ue000", "mix-A", "mix-a", "-mix"]
+
+
+COUNT_REQUESTS = """
+    window.restCalls = [];
+    const original = window.fetch;
+    window.fetch = function (input, init) {
+        window.restCalls.push(`${(init && init.method) || "GET"} ${input}`);
+        return original.apply(this, arguments);
+    };
+    performance.setResourceTimingBufferSize(10000);
+    performance.clearResourceTimings();"""
+
+REQUESTS_MADE = """
+    return [window.restCalls,
+            performance.getEntriesByType('resource').filter(e => e.initiatorType === 'fetch').map(e => e.name)]"""
+
+
 def script_errors():
     """Console messages that mean a broken page: script errors and Content-Security-Policy
     violations (the 4xx answers the steps provoke on purpose are logged too, and ignored)."""
@@ -180,11 +243,12 @@ try:
     assert len(rows()) == 4
 
     step("a change made through REST shows up live, the changed field highlighted")
-    status, _, body = rest("PATCH", "/v1/collections/tasks/task-a1", {"done": True, "text": "done elsewhere"}, token)
+    # Fields the demo's toggler (task-a1's `done`, every 5 s) never touches, so both do change.
+    status, _, body = rest("PATCH", "/v1/collections/tasks/task-a1", {"text": "done elsewhere", "note": "from REST"}, token)
     assert status == 200, (status, body)
     wait_for("the changed row", lambda: "done elsewhere" in (row_text("task-a1") or ""))
     flashed = flashed_fields("task-a1")
-    assert "text" in flashed and "done" in flashed, f"highlighted fields: {flashed}"
+    assert "text" in flashed and "note" in flashed, f"highlighted fields: {flashed}"
     driver.save_screenshot(os.path.join(ARTIFACTS, "02-live-change.png"))
 
     step("a selector filters the table")
@@ -237,6 +301,65 @@ try:
     assert len(driver.find_elements(By.CSS_SELECTOR, "#event-log li")) == before
     press(by_id("pause-log"))
     wait_for("held events shown", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#event-log li")) > before)
+
+    step("200 documents inserted, then changed quickly through REST: the table ends right, and the page made no reload storm")
+    selector, sort, limit = '{"batch": "bulk"}', '{"n": -1}', 25
+    apply_query(selector, sort, limit)
+    wait_for("the empty bulk view", lambda: text_of("documents-caption") == "tasks: 0 matching documents")
+    driver.execute_script(COUNT_REQUESTS)
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        inserted = list(pool.map(lambda i: rest("POST", "/v1/collections/tasks", {"_id": f"bulk-{i:03}", "batch": "bulk", "n": i}, token),
+                                 range(200)))
+        assert all(status in (200, 201) for status, _, _ in inserted), [r[0] for r in inserted if r[0] not in (200, 201)][:3]
+
+        def change(i):
+            doc = f"/v1/collections/tasks/bulk-{i:03}"
+            if i % 25 == 1:
+                return rest("DELETE", doc, token=token)
+            if i % 10 == 0:
+                return rest("PATCH", doc, {"batch": "moved-out"}, token)  # leaves the view
+            return rest("PATCH", doc, {"n": (i * 7) % 23, "note": f"changed {i}"}, token)  # reorders it, with ties
+
+        changed = list(pool.map(change, range(200)))
+        assert all(status == 200 for status, _, _ in changed), [(r[0], r[2]) for r in changed if r[0] != 200][:3]
+    writes = time.monotonic() - started
+    expected, count = rest_page(token, selector, sort, 0, limit)
+    assert count == 200 - 8 - 20, count
+    wait_for("the first page as the REST API answers it", lambda: table_rows() == expected, timeout=30,
+             detail=lambda: f"\n  page: {table_rows()}\n  REST: {expected}")
+    assert text_of("documents-caption") == f"tasks: {count} matching documents", text_of("documents-caption")
+    press(by_id("next-page"))
+    expected, _ = rest_page(token, selector, sort, limit, limit)
+    wait_for("the second page as the REST API answers it", lambda: table_rows() == expected,
+             detail=lambda: f"\n  page: {table_rows()}\n  REST: {expected}")
+    _, _, body = rest("GET", "/v1/collections", token=token)
+    tasks = next(c["count"] for c in json.loads(body) if c["name"] == "tasks")
+    wait_for("the collection's count", lambda: f"tasks ({tasks})" in text_of("collections"))
+    calls, fetched = driver.execute_script(REQUESTS_MADE)
+    print(f"browser: 400 writes in {writes:.1f} s; REST requests the page made meanwhile: {len(calls)} {calls} "
+          f"(resource timing: {len(fetched)})", flush=True)
+    # The table and the counts come from the event streams: no document or collection is read by REST
+    # (the console before this made a debounced reload of the view and the counts, and one per page).
+    reads = [call for call in calls if "/v1/collections" in call]
+    assert reads == [] and len(calls) <= 2 and len(fetched) <= 2, f"the page made {len(calls)} requests: {calls}"
+    apply_query("", "", 20)
+    wait_for("the whole collection again", lambda: text_of("documents-caption") == f"tasks: {tasks} matching documents")
+
+    step("a sort over values of every EJSON type orders the table as the REST API does")
+    docs = [{"_id": f"mix-{i:02}", "batch": "mix", "n": value} for i, value in enumerate(MIXED)]
+    docs += [{"_id": doc_id, "batch": "mix", "n": 7} for doc_id in MIXED_IDS] + [{"_id": "mix-none", "batch": "mix"}]
+    for doc in docs:
+        status, _, body = rest("POST", "/v1/collections/tasks", doc, token)
+        assert status in (200, 201), (status, body, doc)
+    selector = '{"batch": "mix"}'
+    for sort in ['{"n": 1}', '{"n": -1}', '[["n", "desc"], ["_id", "asc"]]', '{"_id": -1}', "", '{"n.a": -1, "n": 1}']:
+        apply_query(selector, sort, 50)
+        expected, count = rest_page(token, selector, sort, 0, 50)
+        assert count == len(docs), count
+        wait_for(f"the order of sort {sort or '(none)'}", lambda: table_rows() == expected,
+                 detail=lambda: f"\n  page: {table_rows()}\n  REST: {expected}")
+    apply_query("", "", 20)
 
     step("the page follows the system's dark theme and fits a phone-width screen")
     driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
