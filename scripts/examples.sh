@@ -32,7 +32,8 @@ fail() {
 # Builds: Go (standard library only, nothing fetched), Swift (its own package, no dependencies).
 export GOTOOLCHAIN=local GOPROXY=off GOFLAGS=
 mkdir -p .build/examples
-(cd examples/go && go vet . && go build -o ../../.build/examples/sse-consumer-go .)
+(cd examples/go && test -z "$(gofmt -l .)" && go vet . && go build -o ../../.build/examples/sse-consumer-go .)
+swift format lint --strict -r examples/swift/Sources examples/swift/Package.swift
 swift build --package-path examples/swift 2>&1 | tail -n 1
 node --check examples/sse_consumer.mjs
 

@@ -5,7 +5,7 @@
 // snapshot follows). With a STATE file the copy and the last event id are kept there, and the
 // next run resumes from them. Ctrl-C (or SIGTERM) prints the copy as one JSON line and exits.
 //
-//	go run ./examples/go http://127.0.0.1:8080 "$TOKEN" [STATE]
+//	cd examples/go && go run . http://127.0.0.1:8080 "$TOKEN" [STATE]
 package main
 
 import (

@@ -47,7 +47,12 @@ struct LocalCopy: Codable, Sendable {
 
 /// Any JSON value, as event payloads carry them.
 enum JSON: Codable, Sendable {
-    case null, bool(Bool), number(Double), string(String), array([JSON]), object([String: JSON])
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSON])
+    case object([String: JSON])
 
     init(from decoder: any Decoder) throws {
         let value = try decoder.singleValueContainer()

@@ -39,7 +39,7 @@ struct SSEConsumer {
             return source
         }
         let (copy, refused) = await following.value
-        signals.forEach { $0.cancel() }
+        for source in signals { source.cancel() }
         if let refused { say("\(refused)") }
         say(String(decoding: try copy.json(), as: UTF8.self))
         exit(refused == nil ? 0 : 1)
@@ -67,7 +67,7 @@ struct SSEConsumer {
                 return refused
             } catch {
                 if Task.isCancelled { return nil }
-                say("connection lost (\(error)); resuming after event \(copy.lastEventId ?? "-")")
+                say("connection lost (\(error.localizedDescription)); resuming after event \(copy.lastEventId ?? "-")")
             }
             try? await Task.sleep(for: .seconds(1))
         }
