@@ -9,7 +9,7 @@
 # generated from openapi.yaml (openapi-python-client, PyPI) logs in, subscribes, queries and
 # calls a method, and its answers are checked against REST.
 #
-# Installs what is missing: golang, jq, curl (and nodejs if there is no node) from Debian,
+# Installs what is missing: golang, jq, curl, procps (and nodejs if there is no node) from Debian,
 # openapi-python-client into .build/openapi-venv. Runs $DDP_BRIDGE_BIN (default the debug build).
 # Every wait is bounded; all traffic goes to the demo bridge on 127.0.0.1. EXAMPLES="go shell"
 # runs only those consumers (the generated client always runs).
@@ -17,7 +17,7 @@ set -euo pipefail
 started=$SECONDS
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-ensure_packages golang jq curl
+ensure_packages golang jq curl procps
 command -v node >/dev/null 2>&1 || ensure_packages nodejs
 
 work=$(mktemp -d)
