@@ -29,8 +29,10 @@ struct DemoCommand: AsyncParsableCommand {
         parsing: .allUnrecognized, help: ArgumentHelp("The bridge's settings as --name value, as for serve (listed below).", valueName: "settings"))
     var arguments: [String] = []
 
-    /// What the demo sets unless told otherwise: quieter logs.
-    static let presets = ["log-level": "notice"]
+    /// What the demo sets unless told otherwise: quieter logs, and two demo publications
+    /// readable without a session (`/v1/public/…`). Not the ticker: its parameters set its
+    /// rate, and a public reader must not be able to ask the demo for a million changes a second.
+    static let presets = ["log-level": "notice", "public-publications": "tasks(*),typed"]
 
     func run() async throws {
         // Every setting of serve, from flags and DDP_BRIDGE_ variables, checked before anything

@@ -164,9 +164,11 @@ import Testing
         try await Self.run(
             "tasks(*),typed",
             configure: {
-                $0.publicMaxSubscriptions = 2
+                $0.publicMaxSubscriptions = 3
                 $0.publicMaxReadersPerAddress = 2
-                $0.publicConnections = 2
+                $0.publicConnections = 3
+                // Long enough that no subscription lingers out while the test runs.
+                $0.subscriptionLinger = .seconds(60)
             }
         ) { h, port in
             let listed = try await h.request(.get, "/v1/public/publications")
@@ -181,19 +183,6 @@ import Testing
             expectError(try await h.request(.get, "/v1/public/events?subscribe=typed&selector=%7B%7D"), .badRequest, "bad-request")
             // Writes are never public: the public routes take GET only.
             #expect(try await h.request(.post, "/v1/public/collections/tasks?subscribe=tasks", body: "{}").status == .methodNotAllowed)
-
-            // Two distinct subscriptions are allowed; a third (other params) is refused, and
-            // nothing was subscribed upstream for it.
-            let a = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks")
-            let b = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"inbox"}]"#))")
-            #expect(a.status == .ok && b.status == .ok, "\(a.text) \(b.text)")
-            #expect(a["count"] == 3)
-            #expect(b["count"] == 2, "a subscription placed on a connection of its own is read exactly")
-            let third = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"work"}]"#))")
-            expectError(third, .serviceUnavailable, "too-many-public-subscriptions")
-            #expect(third.headers[.retryAfter] != nil)
-            #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 2)
-            try await eventually("the lingering subscriptions stopped") { await h.upstream.core.subscriptionCount(named: "tasks") == 0 }
 
             // Readers per address: two open, the third refused; one leaves, a new one is admitted.
             try await withEventStream(port: port, "/v1/public/events?subscribe=typed", token: nil) { one in
@@ -210,6 +199,49 @@ import Testing
             }
             try await withEventStream(port: port, "/v1/public/events?subscribe=typed&snapshot=true", token: nil) { again in
                 try await again.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
+            }
+
+            // Three distinct subscriptions are allowed (typed, lingering after the readers, and
+            // two of tasks); a fourth (other params) is refused, and nothing was subscribed
+            // upstream for it.
+            let a = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks")
+            let b = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"inbox"}]"#))")
+            #expect(a.status == .ok && b.status == .ok, "\(a.text) \(b.text)")
+            #expect(a["count"] == 3)
+            #expect(b["count"] == 2, "a subscription placed on a connection of its own is read exactly")
+            let third = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"work"}]"#))")
+            expectError(third, .serviceUnavailable, "too-many-public-subscriptions")
+            #expect(third.headers[.retryAfter] != nil)
+            #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 2)
+        }
+    }
+
+    /// A reader that hangs up frees its place at once (its connection's close ends the stream),
+    /// not at the next write: with heartbeats a minute apart, a public reader's per-address slot
+    /// and a session's stream slot come back within moments. Failed before: both were held until
+    /// the next heartbeat.
+    @Test func aReaderThatHangsUpFreesItsPlaceAtOnce() async throws {
+        try await Self.run(
+            configure: {
+                $0.heartbeatInterval = .seconds(60)
+                $0.publicMaxReadersPerAddress = 1
+                $0.maxStreamsPerSession = 1
+            }
+        ) { h, port in
+            let (token, _) = try await h.session()
+            for round in 1...3 {
+                try await withEventStream(port: port, "/v1/public/events?subscribe=typed&snapshot=true", token: nil) { reader in
+                    try await reader.wait("snapshot \(round)") { $0.contains { $0.event == "snapshot" } }
+                }
+                try await withEventStream(port: port, "/v1/events?snapshot=true", token: token) { reader in
+                    try await reader.wait("session snapshot \(round)") { $0.contains { $0.event == "snapshot" } }
+                }
+                try await eventually("the public reader's place is free (round \(round))", timeout: .seconds(5)) {
+                    metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_public_readers") == 0
+                }
+                try await eventually("the session's stream slot is free (round \(round))", timeout: .seconds(5)) {
+                    metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_sse_streams") == 0
+                }
             }
         }
     }

@@ -5,9 +5,13 @@ public import NIOCore
 public struct BridgeRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// Completes when the client's connection closes: an event stream ends then, rather than
+    /// at its next write (which may be a heartbeat away), and frees what it held at once.
+    let connectionClosed: EventLoopFuture<Void>
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        connectionClosed = source.channel.closeFuture
     }
 }

@@ -30,7 +30,7 @@ extension BridgeRoutes {
             if let subscription { _ = session.unsubscribe(subscription.id) }
             throw error
         }
-        return sseResponse(stream) {
+        return sseResponse(stream, context) {
             session.detach(stream)
             if let ownedID { _ = session.unsubscribe(ownedID) }
         }
@@ -38,8 +38,10 @@ extension BridgeRoutes {
 
     /// The `text/event-stream` response that writes a stream until it ends or its consumer goes
     /// away; `finally` runs once after that (detach, release what the stream held).
-    func sseResponse(_ stream: EventStream, finally: @escaping @Sendable () -> Void) -> Response {
+    func sseResponse(_ stream: EventStream, _ context: BridgeRequestContext, finally: @escaping @Sendable () -> Void) -> Response {
         let retry = configuration.streamRetryMilliseconds
+        // A consumer that hangs up ends the stream now, not at the next write.
+        context.connectionClosed.whenComplete { _ in stream.finish(with: SSEFrame.heartbeat) }
         let body = ResponseBody { writer in
             do {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))

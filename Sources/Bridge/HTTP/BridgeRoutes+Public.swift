@@ -36,7 +36,7 @@ extension BridgeRoutes {
             throw error
         }
         let fanout = self.fanout
-        return sseResponse(stream) {
+        return sseResponse(stream, context) {
             session.detach(stream)
             fanout.release(session, id)
             fanout.readerLeft(from: address)
@@ -57,13 +57,12 @@ extension BridgeRoutes {
         let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
         let bytes = Self.queryBody(documents, count: count)
         let tag = "\"" + SHA256Digest.hex(bytes: bytes).prefix(32) + "\""
-        var headers: HTTPFields = [
+        let headers: HTTPFields = [
             .eTag: tag,
             .cacheControl: configuration.publicMaxAge > 0 ? "public, max-age=\(configuration.publicMaxAge)" : "public, no-cache"
         ]
         if Self.matches(tag, request.headers[values: .ifNoneMatch]) { return Response(status: .notModified, headers: headers) }
-        headers[.contentType] = "application/json; charset=utf-8"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        return Reply.json(encoded: ByteBuffer(bytes: bytes), headers: headers)
     }
 
     /// `subscribe=` (required) and `params=` of a public route.

@@ -125,6 +125,45 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
+/// Closes the connection when its client hangs up while an event stream is being written to it.
+/// Hummingbird allows half-closure, so a client's FIN is only an `inputClosed` event and the
+/// connection stayed open until the stream's next write failed (a heartbeat away: 15 s), holding
+/// the stream's place (a session's stream slot, a public reader's per-address slot). Closed here,
+/// the connection's close future ends the stream at once (``BridgeRoutes/sseResponse``). Other
+/// responses to a half-closed client are left to finish. Used only on its channel's event loop.
+final class EventStreamHangUp: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private var streaming = false
+    private var inputClosed = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(let head): streaming = head.headerFields[.contentType]?.hasPrefix("text/event-stream") == true
+        case .end: streaming = false
+        case .body: break
+        }
+        context.write(data, promise: promise)
+        if streaming, inputClosed { context.close(promise: nil) }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            inputClosed = true
+            if streaming {
+                context.close(promise: nil)
+                return
+            }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+}
+
 /// Hummingbird's HTTP/1.1 child channel with ``ProbeFastPath`` placed after its connection-state
 /// handler (the one that enforces the idle timeout). There, the requests the fast path answers
 /// and its answers pass through that handler as any others do, so a kept-alive connection that
@@ -138,7 +177,9 @@ struct ProbingHTTP1Channel: ServerChildChannel {
         base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let operations = channel.pipeline.syncOperations
             let connectionState = try operations.handler(type: HTTPConnectionStateHandler.self)
-            try operations.addHandler(fastPath(), position: .after(connectionState))
+            let probes = fastPath()
+            try operations.addHandler(probes, position: .after(connectionState))
+            try operations.addHandler(EventStreamHangUp(), position: .after(probes))
             return value
         }
     }
