@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, builds, runs every
 # test (Swift Testing; the fault campaign runs there with 200 faults), fuzzes for a minute, checks the running server against openapi.yaml (schemathesis),
-# drives the web console in headless Chromium, then a seconds-long smoke run of the
+# runs the client examples and a generated client, tests the console's modules and drives the web
+# console in headless Chromium, then a seconds-long smoke run of the
 # benchmark harness.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,13 @@ export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 # The HTTP contract: openapi.yaml is valid and the running server keeps it.
 scripts/contract-test.sh
 
-# The web console in headless Chromium (Selenium), against the running demo bridge.
+# Client examples (Python, Node, Go, Swift, shell) and a client generated from openapi.yaml,
+# each against the demo: their local copies must equal what REST returns, live and resumed.
+scripts/examples.sh
+
+# The web console: type check and node --test of its pure modules, then the whole page in
+# headless Chromium (Selenium) against the running demo bridge.
+scripts/console-test.sh
 scripts/browser-test.sh
 
 # Benchmarks are not tests; this seconds-long run of every part only keeps the harness from

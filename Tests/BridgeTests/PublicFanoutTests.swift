@@ -246,6 +246,22 @@ import Testing
         }
     }
 
+    /// The demo's ticker took a NaN rate (`{"$InfNaN":0}`) through its clamp and trapped when it
+    /// converted it: any reader allowed its parameters could stop the demo (and every test
+    /// server). Now a NaN means the default rate.
+    @Test func aNaNTickerRateFromAPublicReaderStopsNothing() async throws {
+        try await Self.run("ticker(*)") { h, port in
+            let params = urlEncoded(#"[{"$InfNaN":0},3,false,{"$InfNaN":0}]"#)
+            try await withEventStream(port: port, "/v1/public/events?subscribe=ticker&params=\(params)&collections=ticks&snapshot=true", token: nil) {
+                stream in
+                try await stream.wait("the three ticks at the default rate") { events in
+                    Self.apply(events)["t1"]?["n"] == 3
+                }
+            }
+            #expect(try await h.request(.get, "/v1/public/collections/ticks?subscribe=ticker&params=\(params)").status == .ok)
+        }
+    }
+
     @Test func nothingIsPublicUnlessTheOperatorSaysSo() async throws {
         try await Self.run("") { h, _ in
             let listed = try await h.request(.get, "/v1/public/publications")

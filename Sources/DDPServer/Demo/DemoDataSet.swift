@@ -62,17 +62,20 @@ public enum DemoDataSet {
         ]
     }
 
-    /// `ticker [rate per second, count, stamp]`: `ticks`/`t1` is added as `{n: 0, rate, count}`, then its
+    /// `ticker [rate per second, count, stamp, startAfter]`: `ticks`/`t1` is added as `{n: 0, rate, count}`, then its
     /// `n` changes `count` times at `rate` (count 0: until unsubscribed; at most 1,000,000 per second).
     /// With `stamp` true each change also carries `at`: when it was sent, in microseconds of
-    /// `monotonicMicroseconds()` (for latency measured in one process).
+    /// `monotonicMicroseconds()` (for latency measured in one process). The changes start
+    /// `startAfter` milliseconds (at most a minute) after `ready`, so readers can gather first.
     static let ticker = Publication { run in
-        let rate = min(max(run.params.first?.numberValue ?? 10, 0.001), 1_000_000)
+        let rate = clamped(run.params.first, default: 10, 0.001...1_000_000)
         let count = max(run.params.dropFirst().first?.intValue ?? 10, 0)
         let stamp = run.params.dropFirst(2).first == .bool(true)
+        let startAfter = clamped(run.params.dropFirst(3).first, default: 0, 0...60_000)
         run.added("ticks", "t1", ["n": 0, "rate": .number(rate), "count": .int(count)])
         run.ready()
         run.run { handle in
+            if startAfter > 0 { try? await Task.sleep(for: .milliseconds(Int64(startAfter))) }
             let start = ContinuousClock.now
             var n = 0
             while !Task.isCancelled && (count == 0 || n < count) {
@@ -95,6 +98,14 @@ public enum DemoDataSet {
                 }
             }
         }
+    }
+
+    /// A number parameter within `range`; `default` when it is missing, not a number or NaN
+    /// (`{"$InfNaN": 0}`: compared with anything it is neither smaller nor larger, so clamping
+    /// kept it, and the ticker's `Int(elapsed * rate)` trapped — a public reader could stop the demo).
+    static func clamped(_ value: EJSON?, default fallback: Double, _ range: ClosedRange<Double>) -> Double {
+        guard let n = value?.numberValue, !n.isNaN else { return fallback }
+        return min(max(n, range.lowerBound), range.upperBound)
     }
 
     /// Microseconds on the system's monotonic clock (shared by every thread and process of the machine).
