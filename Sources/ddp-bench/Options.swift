@@ -3,7 +3,7 @@ import Foundation
 /// The harness's command line, checked: unknown options, missing values and numbers out of
 /// range are refused with the usage, before anything starts.
 struct BenchOptions {
-    static let allParts = ["micro", "sse", "latency", "rest", "sessions", "load"]
+    static let allParts = ["micro", "sse", "latency", "rest", "sessions", "load", "public"]
 
     static let usage = """
         usage: ddp-bench [options]
@@ -21,6 +21,7 @@ struct BenchOptions {
           --load-rate N           changes/s each slow consumer's ticker makes (default: 50)
           --load-bound-mib N      the load part's resident memory bound (default: 512)
           --load-same-priority    run the load generator at the bridge's priority (default: nice 10)
+          --public-readers N      readers of one public publication in the public part (default: 10000)
           --replot                write results.md and plot.svg again from results.json, nothing else
           -h, --help              this text
 
@@ -44,6 +45,7 @@ struct BenchOptions {
     var loadRate: Int?
     var loadBoundMiB: Int?
     var loadSamePriority = false
+    var publicReaders: Int?
 
     init(_ arguments: [String]) throws(Invalid) {
         var rest = arguments[...]
@@ -78,6 +80,7 @@ struct BenchOptions {
             case "--load-consumers": loadConsumers = try count(argument, 10_000)
             case "--load-rate": loadRate = try count(argument, 100_000)
             case "--load-bound-mib": loadBoundMiB = try count(argument, 1 << 20)
+            case "--public-readers": publicReaders = try count(argument, 19_000)
             default: throw Invalid(description: "unknown option '\(argument)'")
             }
         }

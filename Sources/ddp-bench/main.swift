@@ -268,6 +268,64 @@ await part("load") {
             measured: String(format: "%.0f MiB", outcome.rssPeakMiB), score: Double(plan.memoryBoundMiB) / max(outcome.rssPeakMiB, 1)))
 }
 
+await part("public") {
+    await upstream.stop()
+    upstream = try await startUpstream()
+    upstreamURL = await upstream.url
+    let readers = options.publicReaders ?? (smoke ? 200 : 10_000)
+    let rate = smoke ? 100 : 1_000
+    let count = smoke ? 100 : 3_000
+    say("public fan-out: \(readers) readers of one publication, ticker at \(rate) changes/s (the bridge as its own process)…")
+    let raw = try await SSEBench.rawTickerLatencies(url: upstreamURL, rate: rate, count: count).sorted().map { $0 / 1000 }
+    let result = try await PublicBench.run(
+        upstream: upstream, readers: readers, rate: rate, count: count, startAfter: .seconds(smoke ? 5 : 30))
+    let openRate = Double(readers) / result.openSeconds
+    let aggregate = Double(result.events) / result.deliverySeconds
+    let added = Stats.percentile(result.latencies, 99) - Stats.percentile(raw, 99)
+    let setting = "\(readers) readers of ticker [\(rate)/s, \(count)]"
+    figures.append(Figure("public", "opening public readers", openRate, "readers/s", note: setting))
+    figures.append(Figure("public", "memory per idle public reader", result.kibPerReader, "KiB", note: "RSS growth over \(readers - 1) readers"))
+    figures.append(
+        Figure(
+            "public", "upstream connections for all readers", Double(result.upstreamConnections), "connections",
+            note: "\(result.upstreamSubscriptions) upstream subscription(s), counted at the DDP server"))
+    figures.append(
+        Figure(
+            "public", "aggregate delivery to all readers", aggregate, "events/s",
+            note:
+                "\(result.events) events in \(String(format: "%.1f", result.deliverySeconds)) s; every reader got every event: \(result.everyReaderGotEverything)"
+        ))
+    for p in [50.0, 99.0] {
+        figures.append(
+            Figure(
+                "public", "latency p\(Int(p)), sampled readers", Stats.percentile(result.latencies, p), "ms",
+                note: "\(result.latencies.count) samples; raw WebSocket p\(Int(p)) \(String(format: "%.2f", Stats.percentile(raw, p))) ms"))
+    }
+    targets.append(
+        Target(
+            name: "\(Report.number(Double(readers))) public readers: upstream connections and subscriptions",
+            goal: "1 and 1, every reader gets every change",
+            measured:
+                "\(result.upstreamConnections) and \(result.upstreamSubscriptions); \(result.everyReaderGotEverything ? "all" : "NOT all") readers complete",
+            score: result.upstreamConnections == 1 && result.upstreamSubscriptions == 1 && result.everyReaderGotEverything ? 1 : 0))
+    targets.append(
+        Target(
+            name: "memory per idle public reader", goal: "≤ 8 KiB", measured: String(format: "%.1f KiB", result.kibPerReader),
+            score: 8 / max(result.kibPerReader, 0.1)))
+    targets.append(
+        Target(
+            name: "aggregate delivery to \(Report.number(Double(readers))) public readers", goal: "≥ 2,000,000 events/s",
+            measured: "\(Report.number(aggregate)) events/s", score: aggregate / 2_000_000))
+    targets.append(
+        Target(
+            name: "p99 latency added at \(Report.number(Double(rate))) changes/s to all public readers", goal: "≤ 10 ms",
+            measured: String(format: "%.1f ms", added), score: 10 / max(added, 0.01)))
+    targets.append(
+        Target(
+            name: "opening \(Report.number(Double(readers))) public readers", goal: "≥ 5,000/s", measured: String(format: "%.0f/s", openRate),
+            score: openRate / 5_000))
+}
+
 await upstream.stop()
 try Report.write(figures: figures, targets: targets, smoke: smoke, to: outputDirectory)
 print(try String(contentsOfFile: outputDirectory + "/results.md", encoding: .utf8))

@@ -1,0 +1,97 @@
+import DDP
+import DDPServer
+import Foundation
+import NIOHTTP1
+
+/// Public fan-out (`--public-publications`): many anonymous readers of one publication, the
+/// bridge as its own process (its memory is its own), the readers in this process.
+enum PublicBench {
+    struct Result {
+        let readers: Int
+        let openSeconds: Double
+        let kibPerReader: Double
+        /// Counted at the in-process DDP server: what the readers cost the Meteor app.
+        let upstreamConnections: Int
+        let upstreamSubscriptions: Int
+        /// Events delivered to all readers, and the time from the ticker's start to the last one.
+        let events: Int
+        let deliverySeconds: Double
+        /// Every reader saw the same number of events (each event goes to all), none was cut.
+        let everyReaderGotEverything: Bool
+        /// Milliseconds from the upstream's send to a sampled reader's receipt, sorted.
+        let latencies: [Double]
+    }
+
+    /// Opens `readers` readers of `ticker [rate, count, true, startAfter]` (the changes start once
+    /// everyone has had time to open), then lets the ticker run and counts what they get.
+    static func run(upstream: LocalDDPServer, readers: Int, rate: Int, count: Int, startAfter: Duration) async throws -> Result {
+        let bridge = try await BridgeProcess.start(
+            upstream: await upstream.url,
+            arguments: [
+                "--public-publications", "ticker(number,integer,boolean,number)", "--public-max-readers", "1000000",
+                "--public-max-readers-per-address", "1000000", "--heartbeat-interval", "600"
+            ])
+        defer { bridge.stop() }
+        // The readiness probe's own connection is up before counting.
+        let ready = ContinuousClock.now + .seconds(20)
+        while try await HTTP.request(port: bridge.port, .GET, "/readyz").status != 200 {
+            guard ContinuousClock.now < ready else { throw BenchError("the bridge did not get ready") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let connectionsBefore = await upstream.core.connectionCount
+        let milliseconds = Int(startAfter.seconds * 1000)
+        let path = "/v1/public/events?subscribe=ticker&params=%5B\(rate),\(count),true,\(milliseconds)%5D&collections=ticks"
+        // The first reader makes the upstream connection and subscription; the ticker's clock starts.
+        let first = try await SSEConsumer.open(port: bridge.port, path, token: "", counting: "changed", stampField: true)
+        try await first.waitUntilOpen()
+        let tickerStarts = ContinuousClock.now + startAfter
+        try await Task.sleep(for: .milliseconds(300))
+        let rssBefore = bridge.rssKiB
+        // Latencies from a sample of readers (every reader's would be millions of samples).
+        let sampleEvery = max(1, readers / 100)
+        var all = [first]
+        let openStart = ContinuousClock.now
+        let batch = 250
+        while all.count < readers {
+            var opening: [SSEConsumer] = []
+            for i in all.count..<min(readers, all.count + batch) {
+                opening.append(
+                    try await SSEConsumer.open(port: bridge.port, path, token: "", counting: "changed", stampField: i % sampleEvery == 0))
+            }
+            for consumer in opening { try await consumer.waitUntilOpen(timeout: .seconds(60)) }
+            all += opening
+        }
+        let openSeconds = (ContinuousClock.now - openStart).seconds
+        defer { for consumer in all { consumer.close() } }
+        try await Task.sleep(for: .milliseconds(500))
+        let rssAfter = bridge.rssKiB
+        let connections = await upstream.core.connectionCount - connectionsBefore
+        let subscriptions = await upstream.core.subscriptionCount(named: "ticker")
+        guard ContinuousClock.now < tickerStarts else {
+            throw BenchError("opening \(readers) readers took longer than the ticker's start delay (\(startAfter)); raise it")
+        }
+        // Then the changes: wait until nothing has arrived for a second (consolidated changes
+        // arrive as fewer events), bounded.
+        let deadline = tickerStarts + .seconds(Double(count) / Double(rate) + 120)
+        var quietSince = ContinuousClock.now
+        var last = -1
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            let seen = all.reduce(0) { $0 + $1.snapshot.counted }
+            if seen != last {
+                last = seen
+                quietSince = .now
+            }
+            if seen > 0, ContinuousClock.now - quietSince > .seconds(1) { break }
+        }
+        let counts = all.map(\.snapshot)
+        let lastArrival = counts.compactMap(\.lastCounted).max() ?? .now
+        let perReader = Set(counts.map(\.counted))
+        return Result(
+            readers: readers, openSeconds: openSeconds, kibPerReader: Double(rssAfter - rssBefore) / Double(max(readers - 1, 1)),
+            upstreamConnections: connections, upstreamSubscriptions: subscriptions, events: counts.reduce(0) { $0 + $1.counted },
+            deliverySeconds: max((lastArrival - tickerStarts).seconds, 0.001),
+            everyReaderGotEverything: perReader.count == 1 && (perReader.first ?? 0) > 0 && !counts.contains(where: \.closed),
+            latencies: counts.flatMap(\.latencies).map { $0 / 1000 }.sorted())
+    }
+}
