@@ -2,9 +2,12 @@ import Bridge
 import DDP
 import DDPServer
 import Foundation
+import Glibc
 import HTTPTypes
 import HummingbirdTesting
+import NIOCore
 import NIOHTTP1
+import NIOPosix
 import Testing
 
 /// `--public-publications`: publications read without a session, shared by every reader.
@@ -260,6 +263,75 @@ import Testing
             }
             #expect(try await h.request(.get, "/v1/public/collections/ticks?subscribe=ticker&params=\(params)").status == .ok)
         }
+    }
+
+    /// Two ways a stream's book-keeping leaked for good, both reachable by anyone: `HEAD` of a
+    /// stream route (Hummingbird's generated HEAD runs the GET and drops its body, so the body
+    /// that releases everything never ran), and a client gone before its response starts (the
+    /// route waited for the upstream; Hummingbird then never runs the body). Each left the
+    /// reader counted, its subscription referenced and its stream attached: a few such requests
+    /// locked an address out. Both failed before.
+    @Test func aStreamThatNeverStartsHoldsNothing() async throws {
+        try await Self.run(
+            "typed,bulk(integer)",
+            configure: {
+                $0.publicMaxReadersPerAddress = 2
+                $0.heartbeatInterval = .seconds(60)
+            }
+        ) { h, port in
+            let (token, _) = try await h.session()
+            for _ in 0..<3 {
+                let head = try await h.request(.head, "/v1/public/events?subscribe=typed")
+                #expect(head.status == .ok)
+                #expect(head.headers[.contentType] == "text/event-stream")
+                #expect(try await h.request(.head, "/v1/events", token: token).status == .ok)
+            }
+            #expect(try await h.request(.head, "/v1/public/events?subscribe=secret").status == .forbidden)
+            #expect(try await h.request(.head, "/v1/events").status == .unauthorized)
+
+            // Clients that leave (connection reset) while their reader's subscription is still
+            // getting ready (30,000 documents to load): the route goes on, and its answer finds
+            // the connection gone.
+            var sockets: [Int32] = []
+            for _ in 0..<2 {
+                sockets.append(try Self.rawRequest(port: port, "GET /v1/public/events?subscribe=bulk&params=%5B30000%5D HTTP/1.1\r\nHost: x\r\n\r\n"))
+            }
+            try await eventually("the readers are counted") {
+                metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_public_readers") == 2
+            }
+            // Reset, not closed: the server's side of the connection is gone at once (no half-closure).
+            for socket in sockets {
+                var reset = linger(l_onoff: 1, l_linger: 0)
+                _ = setsockopt(socket, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
+                _ = Glibc.close(socket)
+            }
+            try await eventually("nothing is held by streams that never started", timeout: .seconds(30)) {
+                let metrics = try await h.request(.get, "/metrics").text
+                return metricSample(metrics, "ddp_bridge_public_readers") == 0 && metricSample(metrics, "ddp_bridge_public_subscriptions") == 0
+                    && metricSample(metrics, "ddp_bridge_sse_streams") == 0
+            }
+            try await withEventStream(port: port, "/v1/public/events?subscribe=typed&snapshot=true", token: nil) { one in
+                try await withEventStream(port: port, "/v1/public/events?subscribe=typed&snapshot=true", token: nil) { two in
+                    for reader in [one, two] { try await reader.wait("snapshot") { $0.contains { $0.event == "snapshot" } } }
+                }
+            }
+        }
+    }
+
+    /// A plain socket with `request` sent on it (so the test can reset it, which NIO's options cannot).
+    static func rawRequest(port: Int, _ request: String) throws -> Int32 {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(clamping: port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard socket >= 0, connected == 0 else { throw CancellationError() }
+        let bytes = Array(request.utf8)
+        guard Glibc.send(socket, bytes, bytes.count, 0) == bytes.count else { throw CancellationError() }
+        return socket
     }
 
     @Test func nothingIsPublicUnlessTheOperatorSaysSo() async throws {

@@ -36,12 +36,43 @@ extension BridgeRoutes {
         }
     }
 
+    /// `HEAD /v1/events`: what a `GET` would answer, checked the same way, with no stream opened
+    /// and nothing subscribed (the generated HEAD route would run the `GET` and drop its body,
+    /// leaving the stream attached for good).
+    @Sendable func eventsHead(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        _ = try Self.streamFilter(request)
+        _ = try Self.streamStart(request)
+        _ = try Self.streamSubscription(request)
+        _ = try await session(request, context)
+        return Self.sseHead
+    }
+
+    static let sseHeaders: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"]
+    /// The head of an event stream, for `HEAD` (no body, and no `Content-Length` taken from one).
+    static var sseHead: Response { Response(status: .ok, headers: sseHeaders) }
+
     /// The `text/event-stream` response that writes a stream until it ends or its consumer goes
-    /// away; `finally` runs once after that (detach, release what the stream held).
+    /// away; `finally` runs exactly once after that (detach, release what the stream held).
+    ///
+    /// Once: from the body when it ends, or from the connection's close — whichever comes first.
+    /// The close matters twice over: a consumer that hangs up ends the stream now, not at the
+    /// next write; and when the connection is gone before the response starts (the client left
+    /// while the route waited for the upstream), Hummingbird never runs the body at all, so
+    /// without it the stream, its subscription reference and its reader count would leak.
     func sseResponse(_ stream: EventStream, _ context: BridgeRequestContext, finally: @escaping @Sendable () -> Void) -> Response {
         let retry = configuration.streamRetryMilliseconds
-        // A consumer that hangs up ends the stream now, not at the next write.
-        context.connectionClosed.whenComplete { _ in stream.finish(with: SSEFrame.heartbeat) }
+        let done = LockedState(false)
+        let finish: @Sendable () -> Void = {
+            let first = done.withLock { done in
+                defer { done = true }
+                return !done
+            }
+            if first { finally() }
+        }
+        context.connectionClosed.whenComplete { _ in
+            stream.finish(with: SSEFrame.heartbeat)
+            finish()
+        }
         let body = ResponseBody { writer in
             do {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
@@ -73,13 +104,10 @@ extension BridgeRoutes {
             } catch {
                 // The consumer went away; clean up below.
             }
-            finally()
+            finish()
             try? await writer.finish(nil)
         }
-        return Response(
-            status: .ok,
-            headers: [.contentType: "text/event-stream", .cacheControl: "no-cache", .init("X-Accel-Buffering")!: "no"],
-            body: body)
+        return Response(status: .ok, headers: Self.sseHeaders, body: body)
     }
 
     /// `subscribe=<publication>&params=<JSON array>`, if given.

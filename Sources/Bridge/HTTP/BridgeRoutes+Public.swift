@@ -43,6 +43,16 @@ extension BridgeRoutes {
         }
     }
 
+    /// `HEAD /v1/public/events`: what a `GET` would answer, checked the same way, with no reader
+    /// counted and nothing subscribed.
+    @Sendable func publicEventsHead(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let (name, params) = try Self.publicSubscription(request)
+        _ = try Self.streamFilter(request)
+        _ = try Self.streamStart(request)
+        try fanout.publications.check(name, params)
+        return Self.sseHead
+    }
+
     /// `GET /v1/public/collections/{name}?subscribe=…&params=…` (and `selector`, `sort`, `skip`,
     /// `limit`, `fields`): what a public publication holds in a collection, once. `ETag` is the
     /// body's digest; `If-None-Match` with it answers 304; `Cache-Control: public, max-age`.

@@ -43,8 +43,10 @@ struct BridgeRoutes: Sendable {
             (.patch, "/v1/collections/:name/:id", updateDocument),
             (.delete, "/v1/collections/:name/:id", removeDocument),
             (.get, "/v1/events", events),
+            (.head, "/v1/events", eventsHead),
             (.get, "/v1/public/publications", publicPublications),
             (.get, "/v1/public/events", publicEvents),
+            (.head, "/v1/public/events", publicEventsHead),
             (.get, "/v1/public/collections/:name", publicCollection)
         ]
     }

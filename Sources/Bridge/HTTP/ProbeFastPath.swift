@@ -148,8 +148,9 @@ final class EventStreamHangUp: ChannelDuplexHandler, RemovableChannelHandler {
         case .end: streaming = false
         case .body: break
         }
-        context.write(data, promise: promise)
-        if streaming, inputClosed { context.close(promise: nil) }
+        guard streaming, inputClosed else { return context.write(data, promise: promise) }
+        context.writeAndFlush(data, promise: promise)
+        context.close(promise: nil)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

@@ -48,6 +48,7 @@ public final class PublicFanout: Service, Sendable {
         var pool = configuration
         pool.maxSubscriptionsPerSession = configuration.publicMaxSubscriptions
         pool.maxStreamsPerSession = configuration.publicMaxReaders
+        pool.publicConnections = max(1, configuration.publicConnections)
         poolConfiguration = pool
         var logger = logger
         logger[metadataKey: "ddp.public"] = "true"

@@ -18,7 +18,8 @@ public struct PublicPublications: Sendable, Equatable {
             switch (self, value) {
             case (.any, _): true
             case (.string, .string), (.boolean, .bool), (.null, .null), (.object, .object), (.array, .array): true
-            case (.number, .number): true
+            // Finite only: NaN and the infinities (`{"$InfNaN": …}`) are what trap unwary code.
+            case (.number, .number(let n)): n.isFinite
             case (.integer, .number(let n)): n.isFinite && n == n.rounded() && abs(n) <= 9_007_199_254_740_991
             default: false
             }
@@ -106,15 +107,24 @@ public struct PublicPublications: Sendable, Equatable {
 
     public var isEmpty: Bool { entries.isEmpty }
 
-    /// Refuses (403, or 400 for parameters of the wrong shape) what the operator did not make public.
+    /// The most bytes a public subscription's parameters may take, encoded.
+    public static let maxParameterBytes = 4096
+
+    /// Refuses (403, or 400 for parameters of the wrong shape or size) what the operator did not make public.
     public func check(_ name: String, _ params: [EJSON]) throws(BridgeError) {
         guard let entry = entries[name] else {
-            throw BridgeError(.forbidden, "not-public", "Publication '\(name)' is not public on this bridge (see GET /v1/public/publications)")
+            throw BridgeError(
+                .forbidden, "not-public", "Publication '\(name.prefix(200))' is not public on this bridge (see GET /v1/public/publications)")
+        }
+        let encoded = EJSONWriter.encode(.array(params))
+        guard encoded.count <= Self.maxParameterBytes else {
+            throw BridgeError(.badRequest, "invalid-params", "Public parameters may take at most \(Self.maxParameterBytes) bytes of JSON")
         }
         guard let types = entry.parameters else { return }
         guard types.count == params.count, zip(types, params).allSatisfy({ $0.admits($1) }) else {
             throw BridgeError(
-                .badRequest, "invalid-params", "Publication '\(name)' takes public parameters \(entry.signature); got \(EJSON.array(params))")
+                .badRequest, "invalid-params",
+                "Publication '\(name)' takes public parameters \(entry.signature); got \(String(decoding: encoded.prefix(200), as: UTF8.self))")
         }
     }
 
