@@ -27,10 +27,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0")
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // Session stores: SQLite embedded (the default), PostgreSQL shared by replicas.
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0")
     ],
     targets: [
-        // libcrypto from the system (libssl-dev): SHA-256 digests and secure random bytes.
+        // libcrypto from the system (libssl-dev): SHA-256 digests, secure random bytes, AES-256-GCM.
         .systemLibrary(
             name: "CLibCrypto",
             pkgConfig: "libcrypto",
@@ -84,6 +87,7 @@ let package = Package(
             name: "Bridge",
             dependencies: [
                 "DDP",
+                "CLibCrypto",
                 "DDPClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -95,7 +99,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl")
             ],
             swiftSettings: swiftSettings
         ),

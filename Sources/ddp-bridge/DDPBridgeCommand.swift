@@ -9,11 +9,11 @@ struct DDPBridgeCommand: AsyncParsableCommand {
         abstract: "Expose a Meteor application's DDP data as REST and Server-Sent Events.",
         discussion: """
             `ddp-bridge serve --upstream ws://meteor:3000/websocket` serves REST and Server-Sent
-            Events for that Meteor app; `ddp-bridge demo` runs it on an embedded demo DDP server.
-            Not built yet: /metrics and the web console.
+            Events for that Meteor app; `ddp-bridge demo` runs it on an embedded demo DDP server;
+            `ddp-bridge demo-server` serves only that DDP server (a stand-in for a Meteor app).
             """,
         version: BridgeApplication.version,
-        subcommands: [ServeCommand.self, DemoCommand.self, WatchCommand.self],
+        subcommands: [ServeCommand.self, DemoCommand.self, DemoServerCommand.self, WatchCommand.self],
         defaultSubcommand: ServeCommand.self
     )
 }

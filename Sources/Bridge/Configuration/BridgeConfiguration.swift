@@ -82,6 +82,12 @@ public struct BridgeConfiguration: Sendable {
     public var publicMaxReadersPerAddress = 100
     /// `Cache-Control: max-age` of a public collection read, in seconds (0: `no-cache`).
     public var publicMaxAge = 1
+    /// Where sessions are kept besides memory (only with a ``sessionKey``).
+    public var sessionStore: SessionStoreChoice = .sqlite
+    /// The folder of the embedded store's `sessions.sqlite`.
+    public var dataDirectory = "data"
+    /// Seals the Meteor login tokens a store keeps; without it, sessions stay in memory only.
+    public var sessionKey: SessionKey?
 
     public init(
         upstream: String,

@@ -283,6 +283,36 @@ public struct Settings: Sendable {
             }
             settings.configuration.corsOrigins = origins
         },
+        custom(
+            "session-store",
+            "Where sessions are kept so they survive a restart: sqlite (a file under --data-dir), postgres://user:password@host:port/database (shared by replicas; ?sslmode=disable|prefer|require) or memory; only with --session-key",
+            show: { $0.configuration.sessionStore.description }
+        ) { value, settings in
+            switch value.text {
+            case "sqlite": settings.configuration.sessionStore = .sqlite
+            case "memory": settings.configuration.sessionStore = .memory
+            default:
+                switch PostgresLocation.parse(value.text) {
+                case .success(let location): settings.configuration.sessionStore = .postgres(location)
+                case .failure(let problem): throw value.invalid("must be sqlite, memory or a postgres:// URL; this one \(problem.description)")
+                }
+            }
+        },
+        custom("data-dir", "Folder of the embedded session store (sessions.sqlite)", show: { $0.configuration.dataDirectory }) {
+            value, settings in
+            guard !value.text.isEmpty else { throw value.invalid("must name a folder") }
+            settings.configuration.dataDirectory = value.text
+        },
+        custom(
+            "session-key",
+            "32 bytes as 64 hex digits or base64 (openssl rand -hex 32): seals the Meteor login tokens the session store keeps; without it sessions stay in memory only",
+            show: { _ in nil }
+        ) { value, settings in
+            guard let key = SessionKey(text: value.text) else {
+                throw value.invalid("must be 32 bytes as 64 hex digits or as base64 (make one with: openssl rand -hex 32)")
+            }
+            settings.configuration.sessionKey = key
+        },
         custom("log-level", "trace, debug, info, notice, warning, error or critical", show: { $0.logLevel }) { value, settings in
             settings.logLevel = try value.oneOf(["trace", "debug", "info", "notice", "warning", "error", "critical"])
         },

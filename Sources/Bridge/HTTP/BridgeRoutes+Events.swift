@@ -20,19 +20,20 @@ extension BridgeRoutes {
         var subscription: SubscriptionInfo?
         if let owned {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
-            subscription = try await session.subscribe(owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout)
+            subscription = try await session.subscribe(
+                owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout, transient: true)
         }
         let ownedID = subscription?.id
         let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit, counters: registry.metrics.sessionStreams)
         do {
             try await session.attach(stream, start: start)
         } catch {
-            if let subscription { _ = session.unsubscribe(subscription.id) }
+            if let subscription { _ = session.unsubscribe(subscription.id, transient: true) }
             throw error
         }
         return sseResponse(stream, context) {
             session.detach(stream)
-            if let ownedID { _ = session.unsubscribe(ownedID) }
+            if let ownedID { _ = session.unsubscribe(ownedID, transient: true) }
         }
     }
 

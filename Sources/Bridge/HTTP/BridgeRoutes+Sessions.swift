@@ -21,6 +21,7 @@ extension BridgeRoutes {
                 }
                 out.merge(Self.loginFields(result))
             }
+            await registry.save(session)
             return Reply.json(.object(out), status: .created, headers: [.setCookie: SessionCookie.setting(token)])
         } catch {
             await registry.end(session, reason: "its creation failed")
@@ -58,6 +59,7 @@ extension BridgeRoutes {
         let result = try await registry.login(from: session.clientAddress) {
             try await session.login(loginRequest, timeout: configuration.requestTimeout)
         }
+        await registry.save(session)
         return Reply.json(.object(Self.loginFields(result)))
     }
 
@@ -66,6 +68,7 @@ extension BridgeRoutes {
         let session = try await session(request, context)
         try await session.logout(timeout: configuration.requestTimeout)
         registry.forgetMeteorKey(of: session)
+        await registry.save(session)
         return Reply.json(["userId": nil])
     }
 
@@ -93,6 +96,7 @@ extension BridgeRoutes {
                 try await session.createUser(
                     username: username, email: email, password: password, profile: body["profile"], timeout: configuration.requestTimeout)
             }
+            await registry.save(session)
             var out = Self.loginFields(result)
             var headers: HTTPFields = [:]
             if let created {

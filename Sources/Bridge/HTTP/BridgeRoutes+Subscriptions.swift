@@ -44,6 +44,7 @@ extension BridgeRoutes {
             for await outcome in group { collected.append(outcome) }
             return collected.sorted { $0.0 < $1.0 }.map(\.1)
         }
+        await registry.save(session)
         if !isGroup {
             switch outcomes[0] {
             case .success(let info): return Reply.json(info.ejson, status: .created)
@@ -99,6 +100,7 @@ extension BridgeRoutes {
         let id = try context.parameters.require("id")
         let session = try await session(request, context)
         guard session.unsubscribe(id) else { throw BridgeError.notFound("No subscription '\(id)' in this session") }
+        await registry.save(session)
         return Response(status: .noContent)
     }
 
@@ -108,6 +110,8 @@ extension BridgeRoutes {
             throw BridgeError.badRequest("name is needed: DELETE /v1/subscriptions?name=publication")
         }
         let session = try await session(request, context)
-        return Reply.json(["removed": .int(session.unsubscribe(named: name))])
+        let removed = session.unsubscribe(named: name)
+        await registry.save(session)
+        return Reply.json(["removed": .int(removed)])
     }
 }

@@ -71,7 +71,7 @@ struct BridgeRoutes: Sendable {
     @Sendable func probeAnswer(_ path: String) -> ProbeAnswer? {
         switch path {
         case "/healthz": ProbeAnswer.health
-        case "/readyz": ProbeAnswer.readiness(probe.connection, sessions: registry.count)
+        case "/readyz": ProbeAnswer.readiness(probe.connection, sessions: registry.count, shuttingDown: registry.isShuttingDown)
         default: nil
         }
     }
@@ -87,7 +87,7 @@ struct BridgeRoutes: Sendable {
         }
         let session: Session
         if SessionToken.isSessionToken(credential.token) {
-            session = try registry.session(token: credential.token)
+            session = try await registry.session(token: credential.token)
         } else if credential.fromBearer {
             session = try await sessionForMeteorToken(credential.token, request, context)
         } else {

@@ -27,7 +27,13 @@ struct ProbeAnswer: Sendable {
 
     /// Readiness: 200 while the upstream is reachable, 503 with `Retry-After` (the time to the
     /// next reconnect attempt, or 5 s) in the bridge's error shape while it is not.
-    static func readiness(_ connection: ConnectionState, sessions: Int) -> ProbeAnswer {
+    static func readiness(_ connection: ConnectionState, sessions: Int, shuttingDown: Bool = false) -> ProbeAnswer {
+        if shuttingDown {
+            let error = BridgeError(
+                .serviceUnavailable, "shutting-down", "The bridge is shutting down; requests in flight finish, new ones belong elsewhere",
+                retryAfter: 5)
+            return ProbeAnswer(status: error.status, headers: [.retryAfter: "5"], json: error.body)
+        }
         guard !ReadinessProbe.isReady(connection) else {
             return ProbeAnswer(status: .ok, json: ["status": "ready", "upstream": connection.ejson, "sessions": .int(sessions)])
         }

@@ -14,6 +14,10 @@ public struct BridgeMetrics: Sendable {
     let publicStreams: StreamCounters
     let methodDuration: CoreMetrics.Timer
     let failedLogins: CoreMetrics.Counter
+    /// The session store: 1 while it answers, 0 after a failure; sessions resumed from it.
+    let storeUp: CoreMetrics.Gauge
+    let sessionsResumed: CoreMetrics.Counter
+    private let storeErrorCounters = LockedState<[String: CoreMetrics.Counter]>([:])
     /// Request counters by "route status", made once each (making one per request showed in profiles).
     private let requestCounters = LockedState<[String: CoreMetrics.Counter]>([:])
 
@@ -34,6 +38,19 @@ public struct BridgeMetrics: Sendable {
             dropped: CoreMetrics.Counter(label: "ddp_bridge_public_events_dropped_total", factory: factory))
         methodDuration = CoreMetrics.Timer(label: "ddp_bridge_method_duration_seconds", factory: factory)
         failedLogins = CoreMetrics.Counter(label: "ddp_bridge_failed_logins_total", factory: factory)
+        storeUp = CoreMetrics.Gauge(label: "ddp_bridge_session_store_up", factory: factory)
+        sessionsResumed = CoreMetrics.Counter(label: "ddp_bridge_sessions_resumed_total", factory: factory)
+    }
+
+    /// Failures of the session store by operation (open, load, save, end, purge, seal).
+    func storeErrors(operation: String) -> CoreMetrics.Counter {
+        storeErrorCounters.withLock { counters in
+            if let counter = counters[operation] { return counter }
+            let counter = CoreMetrics.Counter(
+                label: "ddp_bridge_session_store_errors_total", dimensions: [("operation", operation)], factory: factory)
+            counters[operation] = counter
+            return counter
+        }
     }
 
     func countRequest(route: String, status: Int) {

@@ -30,6 +30,13 @@ public final class Session: Sendable {
         var flushTimer: Scheduled<Void>?
         /// Recently answered single-document bodies, dropped as their documents change.
         var encodedDocuments = EncodedDocuments()
+        /// The Meteor resume token of the login upstream (kept, sealed, by a session store).
+        var loginToken: String?
+        /// Saves of this session to its store so far (a store keeps only the newest).
+        var version: Int64 = 0
+        /// The idle deadline last saved (ms since 1970), and whether anything else changed since.
+        var savedDeadline: Int64 = 0
+        var dirty = false
     }
 
     /// A short id for logs; not the token.
@@ -39,7 +46,9 @@ public final class Session: Sendable {
     public let clientAddress: String
     /// SHA-256 of the Meteor login token this session is keyed by, if any.
     let meteorKey: String?
-    public let createdAt = Date()
+    /// Kept in the session store (a session with a bridge token, when the bridge has a store).
+    let isPersistent: Bool
+    public let createdAt: Date
     let configuration: BridgeConfiguration
     let state: LockedState<State>
     let logger: Logger
@@ -48,7 +57,7 @@ public final class Session: Sendable {
 
     init(
         tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger,
-        metrics: BridgeMetrics, pacer: ReconnectPacer = .unlimited
+        metrics: BridgeMetrics, pacer: ReconnectPacer = .unlimited, isPersistent: Bool = false, createdAt: Date = Date()
     ) {
         let id = String(MeteorRandom.id().prefix(8))
         var logger = logger
@@ -57,6 +66,8 @@ public final class Session: Sendable {
         self.tokenHash = tokenHash
         self.clientAddress = clientAddress
         self.meteorKey = meteorKey
+        self.isPersistent = isPersistent
+        self.createdAt = createdAt
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
@@ -121,11 +132,17 @@ public final class Session: Sendable {
                 events = state.pipeline.event(.nosub, ["subscription": .string(id), "error": error?.ejson ?? .null], now: now)
             case .userChanged(let user):
                 state.userID = user
+                state.dirty = true
                 events = state.pipeline.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
             case .documentsChanged(let changes):
                 state.encodedDocuments.changed(changes)
                 events = state.pipeline.documents(changes, now: now)
-            case .resumeRefused, .protocolError:
+            case .resumeRefused:
+                // The upstream no longer takes the login: the session is anonymous from now on.
+                state.loginToken = nil
+                state.loggedInByBridge = false
+                state.dirty = true
+            case .protocolError:
                 break
             }
             state.deliver(events)
@@ -221,16 +238,16 @@ public final class Session: Sendable {
         }
     }
 
-    /// Closes the upstream connection (logging out first when the bridge logged in with a password);
-    /// open streams get a last event saying why.
-    func close(reason: String) async {
+    /// Closes the upstream connection (logging out first when the bridge logged in with a password,
+    /// unless `keepLogin`: the session lives on in its store); open streams get a last event saying why.
+    func close(reason: String, keepLogin: Bool = false) async {
         let logOut = state.withLock { state -> Bool in
             guard state.closed == nil else { return false }
             state.closed = reason
             let ending = SSEFrame.encode(
                 id: nil, event: "error", data: ["error": "session-ended", "reason": .string("The session has ended: \(reason)")])
             for stream in state.streams.values { stream.finish(with: ending) }
-            return state.loggedInByBridge
+            return state.loggedInByBridge && !keepLogin
         }
         if logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }
         await client.close(reason: reason)
@@ -241,39 +258,52 @@ public final class Session: Sendable {
     /// Logs in upstream; a password login by the bridge is logged out when the session closes.
     func login(_ request: LoginRequest, timeout: Duration) async throws -> LoginResult {
         let result = try await client.login(request, timeout: timeout)
-        if case .password = request { state.withLock { $0.loggedInByBridge = true } }
+        state.withLock { state in
+            state.loginToken = result.token
+            // A password login made here is the bridge's to log out; a token the client brought is the client's.
+            if case .password = request { state.loggedInByBridge = true } else { state.loggedInByBridge = false }
+        }
         return result
     }
 
     func createUser(username: String?, email: String?, password: String, profile: EJSON?, timeout: Duration) async throws -> LoginResult {
         let result = try await client.createUser(username: username, email: email, password: password, profile: profile, timeout: timeout)
-        state.withLock { $0.loggedInByBridge = true }
+        state.withLock { state in
+            state.loggedInByBridge = true
+            state.loginToken = result.token
+        }
         return result
     }
 
     func logout(timeout: Duration) async throws {
         try await client.logout(timeout: timeout)
-        state.withLock { $0.loggedInByBridge = false }
+        state.withLock { state in
+            state.loggedInByBridge = false
+            state.loginToken = nil
+        }
     }
 
     // MARK: - Subscriptions
 
     /// Subscribes (or shares the identical subscription already made); waits for `ready` when asked.
-    func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration) async throws -> SubscriptionInfo {
-        let acquired = try acquireSubscription(name, params, limit: configuration.maxSubscriptionsPerSession) {
+    /// `transient`: the reference an event stream holds while it is open (not kept in a store).
+    func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration, transient: Bool = false) async throws -> SubscriptionInfo {
+        let acquired = try acquireSubscription(name, params, limit: configuration.maxSubscriptionsPerSession, transient: transient) {
             BridgeError(.tooManyRequests, "too-many-subscriptions", "A session may hold at most \($0) subscriptions")
         }
-        return try await startSubscription(acquired, name, params: params, wait: wait, timeout: timeout)
+        return try await startSubscription(acquired, name, params: params, wait: wait, timeout: timeout, transient: transient)
     }
 
     /// Takes a reference to the subscription for name and params (made when there is none yet, if
     /// the session holds fewer than `limit`; else `refusal(limit)` is thrown). Synchronous, so a
     /// caller can take it while holding its own lock (the public fan-out's placement).
-    func acquireSubscription(_ name: String, _ params: [EJSON], limit: Int, refusal: (Int) -> BridgeError) throws(BridgeError) -> String {
+    func acquireSubscription(
+        _ name: String, _ params: [EJSON], limit: Int, transient: Bool = false, refusal: (Int) -> BridgeError
+    ) throws(BridgeError) -> String {
         try state.withLock { state throws(BridgeError) -> String in
             let key = SharedSubscriptions.key(name, params)
             if state.subscriptions.id(forKey: key) == nil && state.subscriptions.count >= limit { throw refusal(limit) }
-            return state.subscriptions.acquire(name, params) { "b" + MeteorRandom.id() }.id
+            return state.subscriptions.acquire(name, params, transient: transient) { "b" + MeteorRandom.id() }.id
         }
     }
 
@@ -287,7 +317,9 @@ public final class Session: Sendable {
     /// Starts upstream a subscription taken with ``acquireSubscription(_:_:limit:refusal:)``
     /// (idempotent when it is already started) and waits for `ready` when asked. On failure the
     /// caller's reference is dropped.
-    func startSubscription(_ id: String, _ name: String, params: [EJSON], wait: Bool, timeout: Duration) async throws -> SubscriptionInfo {
+    func startSubscription(
+        _ id: String, _ name: String, params: [EJSON], wait: Bool, timeout: Duration, transient: Bool = false
+    ) async throws -> SubscriptionInfo {
         do {
             // Idempotent per id: a caller sharing a subscription a concurrent caller is still
             // starting either starts it or finds it started, in the client actor's order.
@@ -300,7 +332,7 @@ public final class Session: Sendable {
             // Timed out or cancelled: this caller's reference goes; the subscription lingers
             // for others and is stopped upstream when nobody holds it.
             let now = ContinuousClock.now
-            state.withLock { _ = $0.subscriptions.release(id, at: now) }
+            state.withLock { _ = $0.subscriptions.release(id, at: now, transient: transient) }
             throw error
         }
         return state.withLock { state in
@@ -311,11 +343,11 @@ public final class Session: Sendable {
     public var subscriptions: [SubscriptionInfo] { state.withLock { $0.subscriptions.list } }
 
     /// Drops a reference to a subscription; `false` when there is no such subscription.
-    func unsubscribe(_ id: String) -> Bool {
+    func unsubscribe(_ id: String, transient: Bool = false) -> Bool {
         let deadline = ContinuousClock.now + configuration.subscriptionLinger
         return state.withLock { state in
             guard let entry = state.subscriptions.entries[id], entry.info.refs > 0 else { return false }
-            return state.subscriptions.release(id, at: deadline)
+            return state.subscriptions.release(id, at: deadline, transient: transient)
         }
     }
 

@@ -22,7 +22,19 @@ public final class SessionRegistry: Service, Sendable {
         var creations: RateLimiter
         /// Meteor tokens refused recently (hash → when), answered 401 without asking Meteor again.
         var refusedMeteorKeys: [String: ContinuousClock.Instant] = [:]
+        /// Sessions being brought back from the store, so concurrent requests share one resume.
+        var resuming: [String: Task<Session, any Error>] = [:]
         var shuttingDown = false
+    }
+
+    /// What ending a session does to its stored copy.
+    enum StoredEnd: Sendable {
+        /// A tombstone: later requests with its token, on any replica, get 401 with the reason.
+        case tombstone
+        /// A tombstone only if no replica kept it alive since (its stored deadline has passed).
+        case ifExpired
+        /// Left as it is: the bridge stops, the session resumes on the next request.
+        case keep
     }
 
     let configuration: BridgeConfiguration
@@ -30,6 +42,8 @@ public final class SessionRegistry: Service, Sendable {
     let metrics: BridgeMetrics
     /// Paces every session's reconnect attempts (one bucket for the process).
     let pacer: ReconnectPacer
+    /// The session store, when sessions outlive the process (a store and a key are set).
+    let persistence: SessionPersistence?
     private let state: LockedState<State>
     private let started: AsyncStream<Session>
     private let starter: AsyncStream<Session>.Continuation
@@ -42,6 +56,12 @@ public final class SessionRegistry: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst)
+        if let key = configuration.sessionKey, configuration.sessionStore != .memory {
+            persistence = SessionPersistence(
+                choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, logger: logger, metrics: metrics)
+        } else {
+            persistence = nil
+        }
         self.state = LockedState(
             State(
                 logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval),
@@ -51,6 +71,9 @@ public final class SessionRegistry: Service, Sendable {
     }
 
     public var count: Int { state.withLock { $0.sessions.count } }
+
+    /// Shutdown began: `/readyz` says 503 so a load balancer sends new work elsewhere (drain).
+    var isShuttingDown: Bool { state.withLock { $0.shuttingDown } }
 
     var allSessions: [Session] { state.withLock { Array($0.sessions.values) } }
 
@@ -63,7 +86,15 @@ public final class SessionRegistry: Service, Sendable {
         let meteorKey = meteorToken.map(SessionToken.hash)
         let session = Session(
             tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration,
-            logger: logger, metrics: metrics, pacer: pacer)
+            logger: logger, metrics: metrics, pacer: pacer, isPersistent: persistence != nil && meteorKey == nil)
+        try admit(session)
+        logger.info("session created", metadata: ["ddp.session": .string(session.id)])
+        return (session, token)
+    }
+
+    /// Counts a session in (limits checked) and starts its upstream connection.
+    private func admit(_ session: Session) throws(BridgeError) {
+        let clientAddress = session.clientAddress
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.sessions.count < configuration.maxSessions else {
@@ -75,25 +106,100 @@ public final class SessionRegistry: Service, Sendable {
                     .tooManyRequests, "too-many-sessions",
                     "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions", retryAfter: 60)
             }
-            state.sessions[hash] = session
-            if let meteorKey { state.byMeteorKey[meteorKey] = session }
+            state.sessions[session.tokenHash] = session
+            if let meteorKey = session.meteorKey { state.byMeteorKey[meteorKey] = session }
             state.perAddress[clientAddress, default: 0] += 1
         }
         starter.yield(session)
-        logger.info("session created", metadata: ["ddp.session": .string(session.id)])
-        return (session, token)
     }
 
-    /// The session of a bridge token; 401 with the reason when there is none.
-    func session(token: String) throws(BridgeError) -> Session {
+    static func expired(_ reason: String) -> BridgeError {
+        .unauthorized("session-expired", "This session has ended: \(reason). Create a new one with POST /v1/sessions")
+    }
+
+    /// The session of a bridge token: held here, or resumed from the store (after a restart, or
+    /// when another replica held it); 401 with the reason when there is none.
+    func session(token: String) async throws(BridgeError) -> Session {
         let hash = SessionToken.hash(token)
-        return try state.withLock { state throws(BridgeError) in
-            if let session = state.sessions[hash] { return session }
-            if let reason = state.ended[hash] {
-                throw .unauthorized("session-expired", "This session has ended: \(reason). Create a new one with POST /v1/sessions")
-            }
-            throw .unauthorized("invalid-session", "Unknown session token")
+        enum Found {
+            case held(Session)
+            case resuming(Task<Session, any Error>)
         }
+        let found = try state.withLock { state throws(BridgeError) -> Found in
+            // A session being resumed is in `sessions` before its login and subscriptions are back: wait for them.
+            if let resuming = state.resuming[hash] { return .resuming(resuming) }
+            if let session = state.sessions[hash] { return .held(session) }
+            if let reason = state.ended[hash] { throw Self.expired(reason) }
+            guard persistence != nil, !state.shuttingDown else { throw .unauthorized("invalid-session", "Unknown session token") }
+            let task = Task { try await self.resume(hash) }
+            state.resuming[hash] = task
+            return .resuming(task)
+        }
+        switch found {
+        case .held(let session): return session
+        case .resuming(let task):
+            do { return try await task.value } catch { throw BridgeError.from(error) }
+        }
+    }
+
+    /// Brings a stored session back: the same token, subscriptions (same ids) and login (the
+    /// Meteor resume token, unsealed); its event streams start a new log, so a stream resuming
+    /// from before gets a reset and a snapshot.
+    private func resume(_ hash: String) async throws -> Session {
+        defer { state.withLock { _ = $0.resuming.removeValue(forKey: hash) } }
+        guard let persistence else { throw BridgeError.unauthorized("invalid-session", "Unknown session token") }
+        let stored: StoredSession
+        switch await persistence.load(tokenHash: hash) {
+        case .absent: throw BridgeError.unauthorized("invalid-session", "Unknown session token")
+        case .unavailable:
+            throw BridgeError(
+                .serviceUnavailable, "session-store-unavailable", "This session is not held here and the session store does not answer; try again",
+                retryAfter: 5)
+        case .found(let record): stored = record
+        }
+        if let reason = stored.ended { throw Self.expired(reason) }
+        guard stored.expiresAt > StoredSession.milliseconds(Date()) else {
+            throw Self.expired("idle for longer than \(Int(configuration.sessionIdleTimeout.seconds)) s")
+        }
+        guard let loginToken = persistence.loginToken(of: stored) else {
+            await persistence.end(tokenHash: hash, reason: "its login could not be unsealed (another session key?)", onlyIfExpiredBy: nil)
+            throw Self.expired("its login could not be unsealed (another session key?)")
+        }
+        let session = Session(
+            tokenHash: hash, clientAddress: stored.clientAddress, meteorKey: nil, configuration: configuration, logger: logger,
+            metrics: metrics, pacer: pacer, isPersistent: true, createdAt: Date(timeIntervalSince1970: Double(stored.createdAt) / 1000))
+        session.adopt(stored)
+        try admit(session)
+        do {
+            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+            if let loginToken {
+                do {
+                    _ = try await session.login(.resume(token: loginToken), timeout: configuration.requestTimeout)
+                    session.adopt(stored)
+                } catch let error as DDPError where error.error == .number(403) {
+                    await end(session, reason: "its Meteor login is no longer valid", stored: .tombstone)
+                    throw Self.expired("its Meteor login is no longer valid")
+                }
+            }
+            await session.resubscribe(stored.subscriptions, timeout: configuration.requestTimeout)
+        } catch {
+            // Anything but a refused login (the upstream is down, say): the stored session stays for a later try.
+            await end(session, reason: "could not be resumed", stored: .keep, forget: true)
+            throw error
+        }
+        metrics.sessionsResumed.increment()
+        logger.info(
+            "session resumed from the store",
+            metadata: ["ddp.session": .string(session.id), "subscriptions": .stringConvertible(stored.subscriptions.count)])
+        await save(session)
+        return session
+    }
+
+    /// Writes a session to the store now (after a login, logout, subscribe or unsubscribe), so a
+    /// restart or another replica finds it as the client last saw it.
+    func save(_ session: Session) async {
+        guard session.isPersistent, let persistence, let (record, loginToken) = session.storeRecord() else { return }
+        if await !persistence.save(record, loginToken: loginToken) { session.markDirty() }
     }
 
     func session(meteorKey: String) -> Session? { state.withLock { $0.byMeteorKey[meteorKey] } }
@@ -151,19 +257,31 @@ public final class SessionRegistry: Service, Sendable {
             retryAfter: BridgeError.retryAfterSeconds(milliseconds: Double(milliseconds)))
     }
 
-    /// Closes a session and forgets it; later requests with its token get `reason`.
-    func end(_ session: Session, reason: String) async {
-        state.withLock { state in
-            guard state.sessions.removeValue(forKey: session.tokenHash) != nil else { return }
+    /// Closes a session and forgets it; later requests with its token get `reason` (unless
+    /// `forget`: a later request may resume it from the store). `stored`: what happens to its
+    /// stored copy (``StoredEnd``).
+    func end(_ session: Session, reason: String, stored: StoredEnd = .tombstone, forget: Bool = false) async {
+        let removed = state.withLock { state -> Bool in
+            guard state.sessions[session.tokenHash] === session else { return false }
+            state.sessions[session.tokenHash] = nil
             if let key = session.meteorKey, state.byMeteorKey[key] === session { state.byMeteorKey[key] = nil }
             state.perAddress[session.clientAddress, default: 1] -= 1
-            if state.perAddress[session.clientAddress]! <= 0 { state.perAddress[session.clientAddress] = nil }
+            if state.perAddress[session.clientAddress, default: 0] <= 0 { state.perAddress[session.clientAddress] = nil }
+            guard !forget else { return true }
             state.ended[session.tokenHash] = reason
             state.endedOrder.append(session.tokenHash)
             if state.endedOrder.count > Self.endedMemory { state.ended[state.endedOrder.removeFirst()] = nil }
+            return true
         }
+        guard removed else { return }
         logger.info("session ended", metadata: ["ddp.session": .string(session.id), "reason": .string(reason)])
-        await session.close(reason: reason)
+        let keep = session.isPersistent && stored == .keep
+        if session.isPersistent, let persistence, stored != .keep {
+            let bound: Int64? = stored == .ifExpired ? StoredSession.milliseconds(Date()) : nil
+            await persistence.end(tokenHash: session.tokenHash, reason: reason, onlyIfExpiredBy: bound)
+        }
+        // A session kept in the store keeps its upstream login, for the resume.
+        await session.close(reason: reason, keepLogin: keep)
     }
 
     /// Drops the Meteor-token key of a session (after a logout its token no longer works).
@@ -176,6 +294,12 @@ public final class SessionRegistry: Service, Sendable {
     // MARK: - Running
 
     public func run() async throws {
+        if let persistence {
+            await persistence.start()
+            logger.info("sessions are kept in the session store", metadata: ["store": .string(configuration.sessionStore.description)])
+        } else if configuration.sessionStore != .memory {
+            logger.notice("sessions are kept in memory only (no --session-key): a restart ends them")
+        }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.sweep() }
@@ -185,27 +309,34 @@ public final class SessionRegistry: Service, Sendable {
                     // requests are still in flight are closed under them, so the server can stop.
                     for await _ in self.shutdownBegan {
                         try? await Task.sleep(for: self.configuration.shutdownGrace)
-                        await self.endAll(reason: "the bridge is shutting down")
+                        await self.endAll(reason: "the bridge is shutting down", stored: .keep)
                         return
                     }
                 }
                 for await session in started {
                     group.addTask { await session.run() }
                 }
-                await endAll(reason: "the bridge is shutting down")
+                await endAll(reason: "the bridge is shutting down", stored: .keep)
                 group.cancelAll()
             }
         } onGracefulShutdown: {
             self.state.withLock { $0.shuttingDown = true }
             self.starter.finish()
         }
+        if let persistence { await persistence.shutdown() }
     }
 
-    /// Ends every session at once (each logs out with its own short timeout).
-    func endAll(reason: String) async {
+    /// Ends every session at once (each logs out with its own short timeout, unless it is kept
+    /// in the store: it is saved as it is, for the next start or another replica).
+    func endAll(reason: String, stored: StoredEnd = .tombstone) async {
         let all = state.withLock { Array($0.sessions.values) }
         await withDiscardingTaskGroup { group in
-            for session in all { group.addTask { await self.end(session, reason: reason) } }
+            for session in all {
+                group.addTask {
+                    if stored == .keep { await self.save(session) }
+                    await self.end(session, reason: reason, stored: stored)
+                }
+            }
         }
     }
 
@@ -238,6 +369,7 @@ public final class SessionRegistry: Service, Sendable {
 
     /// Once a second: close idle sessions, stop subscriptions whose linger is over.
     private func sweep() async {
+        var lastPurge = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled {
             // Never a zero step (a zero linger is allowed): that would spin.
             try? await Task.sleep(for: max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2)))
@@ -249,11 +381,26 @@ public final class SessionRegistry: Service, Sendable {
             }
             for session in sessions {
                 if session.isIdle(now: now) {
-                    await end(session, reason: "idle for longer than \(Int(configuration.sessionIdleTimeout.seconds)) s")
+                    await end(session, reason: "idle for longer than \(Int(configuration.sessionIdleTimeout.seconds)) s", stored: .ifExpired)
                 } else {
                     await session.releaseLingering(now: now)
+                    await saveIfChanged(session)
                 }
             }
+            if let persistence, now - lastPurge >= .seconds(3600) {
+                lastPurge = now
+                await persistence.purge()
+            }
         }
+    }
+
+    /// Saves a session whose login or user changed, or whose idle deadline moved on by more than
+    /// a tenth of the idle timeout (at most a minute): a replica that resumes it after a crash
+    /// may see it idle that much early.
+    private func saveIfChanged(_ session: Session) async {
+        guard session.isPersistent, let persistence else { return }
+        let slack = min(configuration.sessionIdleTimeout / 10, .seconds(60))
+        guard let (record, loginToken) = session.storeRecord(onlyIfChanged: true, slack: slack) else { return }
+        if await !persistence.save(record, loginToken: loginToken) { session.markDirty() }
     }
 }

@@ -1,0 +1,130 @@
+import Foundation
+import Logging
+import NIOSSL
+import PostgresNIO
+
+/// The session store replicas share: one table in PostgreSQL, through postgres-nio's client
+/// (a small pool it runs itself, reconnecting on its own). Chosen with
+/// `--session-store postgres://user:password@host:port/database[?sslmode=disable|prefer|require]`.
+final class PostgresSessionStore: SessionStore {
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+    let logger: Logger
+
+    init(location: PostgresLocation, logger: Logger) {
+        var configuration = PostgresClient.Configuration(
+            host: location.host, port: location.port, username: location.username, password: location.password,
+            database: location.database, tls: location.tls)
+        configuration.options.connectTimeout = .seconds(3)
+        configuration.options.maximumConnections = 4
+        var quiet = logger
+        quiet.logLevel = max(logger.logLevel, .warning)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: quiet)
+        self.client = client
+        self.logger = quiet
+        self.runner = Task { await client.run() }
+    }
+
+    private static func parameter(_ n: Int) -> String { "$\(n)" }
+
+    private func run(_ sql: String, _ fill: (inout PostgresBindings) -> Void) async throws -> PostgresRowSequence {
+        var binds = PostgresBindings()
+        fill(&binds)
+        return try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+    }
+
+    func prepare() async throws {
+        _ = try await run(SessionTable.create) { _ in }
+    }
+
+    func save(_ session: StoredSession) async throws {
+        _ = try await run(SessionTable.upsert(Self.parameter)) { binds in
+            binds.append(session.tokenHash)
+            binds.append(session.version)
+            binds.append(session.clientAddress)
+            if let user = session.userID { binds.append(user) } else { binds.appendNull() }
+            if let sealed = session.sealedLogin { binds.append(sealed) } else { binds.appendNull() }
+            binds.append(Int64(session.bridgeLogin ? 1 : 0))
+            binds.append(session.subscriptionsText)
+            binds.append(session.expiresAt)
+            binds.append(session.createdAt)
+        }
+    }
+
+    func load(tokenHash: String) async throws -> StoredSession? {
+        let rows = try await run(SessionTable.select(Self.parameter)) { $0.append(tokenHash) }
+        for try await row in rows {
+            let (hash, version, address, user, sealed, bridgeLogin, subscriptionsText, expiresAt, ended, createdAt) = try row.decode(
+                (String, Int64, String, String?, String?, Int64, String, Int64, String?, Int64).self)
+            guard let subscriptions = StoredSession.subscriptions(from: subscriptionsText) else { throw SessionStoreError.corruptRow(tokenHash) }
+            return StoredSession(
+                tokenHash: hash, version: version, clientAddress: address, userID: user, sealedLogin: sealed, bridgeLogin: bridgeLogin != 0,
+                subscriptions: subscriptions, expiresAt: expiresAt, ended: ended, createdAt: createdAt)
+        }
+        return nil
+    }
+
+    func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {
+        _ = try await run(SessionTable.end(Self.parameter)) { binds in
+            binds.append(reason)
+            binds.append(tokenHash)
+            if let bound = onlyIfExpiredBy { binds.append(bound) } else { binds.appendNull() }
+            binds.append(now)
+        }
+    }
+
+    func purge(before: Int64) async throws {
+        _ = try await run(SessionTable.purge(Self.parameter)) { $0.append(before) }
+    }
+
+    func shutdown() async {
+        runner.cancel()
+        await runner.value
+    }
+}
+
+/// Where the PostgreSQL store is, from a `postgres://` URL (checked when the settings are read).
+public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public var username: String
+    public var password: String?
+    public var database: String?
+    public var sslMode: String
+
+    /// `nil` with the reason when the URL is not a usable `postgres://` location.
+    public static func parse(_ text: String) -> Result<PostgresLocation, Settings.Invalid> {
+        func bad(_ why: String) -> Result<PostgresLocation, Settings.Invalid> { .failure(Settings.Invalid(description: why)) }
+        guard let url = URLComponents(string: text), ["postgres", "postgresql"].contains(url.scheme ?? "") else {
+            return bad("must be a postgres://user:password@host:port/database URL")
+        }
+        guard let host = url.host, !host.isEmpty else { return bad("needs a host") }
+        guard let username = url.user, !username.isEmpty else { return bad("needs a user name (postgres://user@host/database)") }
+        let port = url.port ?? 5432
+        guard (1...65_535).contains(port) else { return bad("has a port out of range") }
+        let path = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
+        var mode = "prefer"
+        for item in url.queryItems ?? [] {
+            guard item.name == "sslmode" else { return bad("takes only the sslmode parameter, not '\(item.name)'") }
+            guard let value = item.value, ["disable", "prefer", "require"].contains(value) else {
+                return bad("sslmode must be disable, prefer or require")
+            }
+            mode = value
+        }
+        return .success(
+            PostgresLocation(
+                host: host, port: port, username: username.removingPercentEncoding ?? username,
+                password: url.password.map { $0.removingPercentEncoding ?? $0 }, database: path.isEmpty ? nil : path, sslMode: mode))
+    }
+
+    var tls: PostgresClient.Configuration.TLS {
+        switch sslMode {
+        case "disable": .disable
+        case "require": .require(.makeClientConfiguration())
+        default: .prefer(.makeClientConfiguration())
+        }
+    }
+
+    /// The location without its password, for logs and help.
+    public var description: String { "postgres://\(username)@\(host):\(port)/\(database ?? "")?sslmode=\(sslMode)" }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import Logging
+import NIOCore
+import SQLiteNIO
+
+/// The embedded session store: one SQLite file (`sessions.sqlite` under the data directory), in
+/// WAL mode, through sqlite-nio (its own thread pool; SQLite serialises writers).
+final class SQLiteSessionStore: SessionStore {
+    let path: String
+    private let connection: SQLiteConnection
+
+    private init(path: String, connection: SQLiteConnection) {
+        self.path = path
+        self.connection = connection
+    }
+
+    /// Opens (creating when missing) the database file under `folder`.
+    static func open(folder: String, logger: Logger) async throws -> SQLiteSessionStore {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let path = (folder as NSString).appendingPathComponent("sessions.sqlite")
+        let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        let store = SQLiteSessionStore(path: path, connection: connection)
+        do {
+            // Another process on the same file (an old container still stopping) waits, not fails.
+            _ = try await connection.query("PRAGMA busy_timeout = 2000", [])
+            _ = try await connection.query("PRAGMA journal_mode = WAL", [])
+            try await store.prepare()
+        } catch {
+            await store.shutdown()
+            throw error
+        }
+        return store
+    }
+
+    private static func parameter(_ n: Int) -> String { "?\(n)" }
+
+    func prepare() async throws {
+        _ = try await connection.query(SessionTable.create, [])
+        // A corrupt file can open and even create; reading it is what tells.
+        _ = try await connection.query("SELECT count(*) FROM ddp_bridge_sessions", [])
+    }
+
+    func save(_ session: StoredSession) async throws {
+        _ = try await connection.query(
+            SessionTable.upsert(Self.parameter),
+            [
+                .text(session.tokenHash), .integer(SQLiteInt64(session.version)), .text(session.clientAddress),
+                session.userID.map(SQLiteData.text) ?? .null,
+                session.sealedLogin.map(SQLiteData.text) ?? .null, .integer(session.bridgeLogin ? 1 : 0), .text(session.subscriptionsText),
+                .integer(SQLiteInt64(session.expiresAt)), .integer(SQLiteInt64(session.createdAt))
+            ])
+    }
+
+    func load(tokenHash: String) async throws -> StoredSession? {
+        let rows = try await connection.query(SessionTable.select(Self.parameter), [.text(tokenHash)])
+        guard let row = rows.first else { return nil }
+        // Each column read by its case: sqlite-nio's own accessors convert a float with Int64(_:), which traps out of range.
+        func text(_ name: String) -> String? { if case .text(let s)? = row.column(name) { s } else { nil } }
+        func integer(_ name: String) -> Int64? { if case .integer(let n)? = row.column(name) { Int64(n) } else { nil } }
+        guard let hash = text("token_hash"), let version = integer("version"), let address = text("client_address"),
+            let bridgeLogin = integer("bridge_login"), let subscriptionsText = text("subscriptions"),
+            let subscriptions = StoredSession.subscriptions(from: subscriptionsText), let expiresAt = integer("expires_at"),
+            let createdAt = integer("created_at")
+        else { throw SessionStoreError.corruptRow(tokenHash) }
+        return StoredSession(
+            tokenHash: hash, version: version, clientAddress: address, userID: text("user_id"), sealedLogin: text("sealed_login"),
+            bridgeLogin: bridgeLogin != 0, subscriptions: subscriptions, expiresAt: expiresAt, ended: text("ended"), createdAt: createdAt)
+    }
+
+    func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {
+        _ = try await connection.query(
+            SessionTable.end(Self.parameter),
+            [.text(reason), .text(tokenHash), onlyIfExpiredBy.map { .integer(SQLiteInt64($0)) } ?? .null, .integer(SQLiteInt64(now))])
+    }
+
+    func purge(before: Int64) async throws {
+        _ = try await connection.query(SessionTable.purge(Self.parameter), [.integer(SQLiteInt64(before))])
+    }
+
+    func shutdown() async {
+        try? await connection.close()
+    }
+}
+
+enum SessionStoreError: Error, CustomStringConvertible {
+    case corruptRow(String)
+    case timedOut(String)
+
+    var description: String {
+        switch self {
+        case .corruptRow(let hash): "the stored session \(hash.prefix(8))… cannot be read"
+        case .timedOut(let operation): "the session store did not answer \(operation) in time"
+        }
+    }
+}

@@ -1,0 +1,231 @@
+import CoreMetrics
+import Foundation
+import Logging
+
+/// Where the bridge keeps its sessions: in memory only, or also in a store (SQLite by default,
+/// PostgreSQL for replicas). A store needs a session key: without one, nothing is written.
+public enum SessionStoreChoice: Sendable, Equatable, CustomStringConvertible {
+    case memory
+    case sqlite
+    case postgres(PostgresLocation)
+
+    public var description: String {
+        switch self {
+        case .memory: "memory"
+        case .sqlite: "sqlite"
+        case .postgres(let location): location.description
+        }
+    }
+}
+
+/// The session store as the registry uses it: every failure of the store (unreachable, corrupt,
+/// slow) becomes a logged warning and a metric, never a user's error — sessions go on in memory.
+/// Each operation has a deadline; after a failure the store is left alone for a few seconds (no
+/// request waits on a store that is down), then tried again.
+actor SessionPersistence {
+    enum Lookup: Sendable {
+        case found(StoredSession)
+        case absent
+        case unavailable
+    }
+
+    nonisolated let key: SessionKey
+    private let choice: SessionStoreChoice
+    private let dataDirectory: String
+    private let logger: Logger
+    private var store: (any SessionStore)?
+    private var downUntil: ContinuousClock.Instant?
+    private var warnedAt: ContinuousClock.Instant?
+    private var isShutDown = false
+    private let errors: (String) -> CoreMetrics.Counter
+    private let up: CoreMetrics.Gauge
+
+    static let deadline: Duration = .seconds(3)
+    static let pause: Duration = .seconds(5)
+
+    init(choice: SessionStoreChoice, key: SessionKey, dataDirectory: String, logger: Logger, metrics: BridgeMetrics) {
+        self.choice = choice
+        self.key = key
+        self.dataDirectory = dataDirectory
+        self.logger = logger
+        self.errors = { metrics.storeErrors(operation: $0) }
+        self.up = metrics.storeUp
+    }
+
+    /// Opens the store (at start; later calls open it when it is not open yet).
+    func start() async {
+        _ = await open()
+    }
+
+    private func open() async -> (any SessionStore)? {
+        if let store { return store }
+        guard !isShutDown, downUntil.map { ContinuousClock.now >= $0 } ?? true else { return nil }
+        do {
+            let opened: any SessionStore
+            switch choice {
+            case .memory: return nil
+            case .sqlite:
+                opened = try await Self.withDeadline("open") { [dataDirectory, logger] in
+                    try await SQLiteSessionStore.open(folder: dataDirectory, logger: logger)
+                }
+            case .postgres(let location):
+                let postgres = PostgresSessionStore(location: location, logger: logger)
+                do {
+                    try await Self.withDeadline("open") { try await postgres.prepare() }
+                } catch {
+                    await postgres.shutdown()
+                    throw error
+                }
+                opened = postgres
+            }
+            store = opened
+            up.record(1)
+            logger.info("session store open", metadata: ["store": .string(choice.description)])
+            return opened
+        } catch {
+            failed("open", error)
+            return nil
+        }
+    }
+
+    private func failed(_ operation: String, _ error: any Error) {
+        errors(operation).increment()
+        up.record(0)
+        let now = ContinuousClock.now
+        downUntil = now + Self.pause
+        if warnedAt.map({ now - $0 >= .seconds(30) }) ?? true {
+            warnedAt = now
+            logger.warning(
+                "the session store failed; sessions go on in memory (a restart or another replica cannot resume them until it is back)",
+                metadata: ["store": .string(choice.description), "operation": .string(operation), "error": .string(String(describing: error))])
+        }
+    }
+
+    private func succeeded() {
+        if downUntil != nil {
+            downUntil = nil
+            logger.notice("the session store answers again", metadata: ["store": .string(choice.description)])
+        }
+        up.record(1)
+    }
+
+    /// Runs one store operation with the deadline and the failure rules; `nil` when it did not run or failed.
+    private func perform<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (any SessionStore) async throws -> T) async -> T? {
+        guard let store = await open() else { return nil }
+        if let downUntil, ContinuousClock.now < downUntil { return nil }
+        do {
+            let value = try await Self.withDeadline(operation) { try await body(store) }
+            succeeded()
+            return value
+        } catch {
+            failed(operation, error)
+            return nil
+        }
+    }
+
+    func load(tokenHash: String) async -> Lookup {
+        guard let found = await perform("load", { try await $0.load(tokenHash: tokenHash) }) else { return .unavailable }
+        return found.map(Lookup.found) ?? .absent
+    }
+
+    /// Saves a record, sealing the login token into it; `false` when the store did not take it.
+    @discardableResult
+    func save(_ record: StoredSession, loginToken: String?) async -> Bool {
+        var record = record
+        if let loginToken {
+            guard let sealed = key.seal(Array(loginToken.utf8), context: Self.context(record.tokenHash)) else {
+                failed("seal", SessionStoreError.corruptRow(record.tokenHash))
+                return false
+            }
+            record.sealedLogin = Data(sealed).base64EncodedString()
+        }
+        return await perform("save", { [record] in try await $0.save(record) }) != nil
+    }
+
+    /// The login token a stored session holds; `nil` when it has none or it does not open with this key.
+    nonisolated func loginToken(of record: StoredSession) -> String?? {
+        guard let sealed = record.sealedLogin else { return .some(nil) }
+        guard let data = Data(base64Encoded: sealed), let plain = key.open([UInt8](data), context: Self.context(record.tokenHash)) else {
+            return nil
+        }
+        return .some(String(decoding: plain, as: UTF8.self))
+    }
+
+    func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?) async {
+        let now = StoredSession.milliseconds(Date())
+        _ = await perform("end", { try await $0.end(tokenHash: tokenHash, reason: reason, onlyIfExpiredBy: onlyIfExpiredBy, now: now) })
+    }
+
+    /// Forgets sessions (and tombstones) whose deadline passed more than a day ago.
+    func purge() async {
+        let before = StoredSession.milliseconds(Date()) - 86_400_000
+        _ = await perform("purge", { try await $0.purge(before: before) })
+    }
+
+    func shutdown() async {
+        isShutDown = true
+        if let store { await store.shutdown() }
+        store = nil
+    }
+
+    private static func context(_ tokenHash: String) -> [UInt8] { Array("ddp-bridge session \(tokenHash)".utf8) }
+
+    /// `body`'s value, or ``SessionStoreError/timedOut(_:)`` after ``deadline``; the body is
+    /// cancelled then and its late result dropped (a store call that ignores cancellation cannot
+    /// hold up the caller).
+    static func withDeadline<T: Sendable>(_ operation: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let outcome = OneShot<Result<T, any Error>>()
+        let work = Task { outcome.resolve(await Result(catching: body)) }
+        let timer = Task {
+            try? await Task.sleep(for: deadline)
+            outcome.resolve(.failure(SessionStoreError.timedOut(operation)))
+        }
+        defer {
+            timer.cancel()
+            work.cancel()
+        }
+        return try await withTaskCancellationHandler {
+            try await outcome.value.get()
+        } onCancel: {
+            outcome.resolve(.failure(CancellationError()))
+        }
+    }
+}
+
+/// A value set once, awaited by one waiter (later sets are dropped).
+final class OneShot<Value: Sendable>: Sendable {
+    private struct State: Sendable {
+        var value: Value?
+        var waiter: CheckedContinuation<Value, Never>?
+    }
+    private let state = LockedState(State())
+
+    func resolve(_ value: Value) {
+        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
+            guard state.value == nil else { return nil }
+            state.value = value
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    var value: Value {
+        get async {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> Value? in
+                    if let value = state.value { return value }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        }
+    }
+}
+
+extension Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
