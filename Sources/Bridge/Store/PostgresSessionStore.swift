@@ -33,8 +33,20 @@ final class PostgresSessionStore: SessionStore {
         return try await client.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
     }
 
+    /// Two replicas starting together race in `CREATE TABLE IF NOT EXISTS` (PostgreSQL may then
+    /// refuse one with a duplicate type): the loser tries again.
     func prepare() async throws {
-        _ = try await run(SessionTable.create) { _ in }
+        var attempt = 0
+        while true {
+            do {
+                _ = try await run(SessionTable.create) { _ in }
+                return
+            } catch {
+                attempt += 1
+                guard attempt < 3 else { throw error }
+                try await Task.sleep(for: .milliseconds(100 * attempt))
+            }
+        }
     }
 
     func save(_ session: StoredSession) async throws {

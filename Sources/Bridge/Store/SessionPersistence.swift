@@ -97,7 +97,7 @@ actor SessionPersistence {
             warnedAt = now
             logger.warning(
                 "the session store failed; sessions go on in memory (a restart or another replica cannot resume them until it is back)",
-                metadata: ["store": .string(choice.description), "operation": .string(operation), "error": .string(String(describing: error))])
+                metadata: ["store": .string(choice.description), "operation": .string(operation), "error": .string(String(reflecting: error))])
         }
     }
 
