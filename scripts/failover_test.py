@@ -388,7 +388,7 @@ class Test:
             self.require(
                 "the bridge binary supports --session-store",
                 self.has_store,
-                f"{self.bin} has no --session-store (built before the session store landed); "
+                "" if self.has_store else f"{self.bin} has no --session-store (built before the session store landed); "
                 "build it, or run with FAILOVER_STORE=none to exercise the harness without failover",
             )
         else:
@@ -464,6 +464,8 @@ class Test:
         ]  # fmt: skip
         if self.store != "none":
             argv += ["--session-store", self.store_url]
+        elif self.has_store:
+            argv += ["--session-store", "memory"]
         return argv
 
     def start_replica(self, name):
@@ -673,6 +675,14 @@ class Test:
         self.start_replica(restarted)
         up = wait_until(lambda: self.haproxy_servers().get(restarted) == "UP", 10, 0.2)
         self.require(f"HAProxy puts {restarted} back UP after its checks pass", bool(up), repr(self.haproxy_servers()))
+        # The session moved to the survivor when its replica died; it must stay there (each move
+        # costs a resume and a reset of the open streams), not follow the old entry back.
+        stays = [self.api("GET", "/v1/session", token) for _ in range(3)]
+        self.check(
+            f"the session stays on {draining} after {restarted} is back",
+            all(r.status == 200 and r.served_by == draining for r in stays),
+            " ".join(f"{r.status}/{r.served_by}" for r in stays),
+        )
 
         # A session of its own on the draining replica, with a 3 s method call in flight.
         pinned = None
@@ -727,6 +737,17 @@ class Test:
         self.converged(stream, token, "after draining")
         self.session_state(token, "after draining", subscription, user_id)
 
+        # The drained replica exits by itself (0) once its grace is over, and its store took every
+        # save until then (a failed save at shutdown is state another replica will not resume).
+        process = self.procs.children[draining]
+        try:
+            code = process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.check(f"{draining} exits 0 after draining", code == 0, f"exit status {code}" if code is not None else "still running 10 s later")
+        failures = [line.strip() for line in self.procs.log_tail(draining, 400).splitlines() if "session store failed" in line]
+        self.check(f"{draining} shut down without session-store errors", not failures, failures[0][:400] if failures else "")
+
     def run(self):
         started = time.monotonic()
         self.streams = []
@@ -776,6 +797,7 @@ def main():
         code = test.run()
     except KeyboardInterrupt:
         test.procs.stop_all()
+        log(f"interrupted: every process stopped ({test.checks.passed} passed, {len(test.checks.failed)} failed so far)")
         code = 130
     if made and not os.environ.get("FAILOVER_KEEP"):
         subprocess.run(["rm", "-rf", args.work], check=False)
