@@ -117,6 +117,8 @@ actor SessionPersistence {
             let value = try await Self.withDeadline(operation) { try await body(store) }
             succeeded()
             return value
+        } catch is CancellationError {
+            return nil  // the caller went away (a request, the sweep at shutdown): not the store's fault
         } catch {
             failed(operation, error)
             return nil

@@ -1,0 +1,265 @@
+import DDP
+import DDPServer
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import Testing
+
+@testable import Bridge
+
+/// The session store: sealing, the record, the SQLite store itself, and sessions that survive a
+/// restart of the bridge (two lives in front of one DDP server, through real HTTP).
+@Suite struct SessionStoreTests {
+    // MARK: - Pure parts
+
+    @Test func sealedValuesOpenOnlyWithTheirKeyAndContext() throws {
+        let key = SessionKey.random()
+        let sealed = try #require(key.seal(Array("resume-token".utf8), context: Array("row a".utf8)))
+        #expect(sealed.count == 1 + 12 + 12 + 16)
+        #expect(key.open(sealed, context: Array("row a".utf8)).map { String(decoding: $0, as: UTF8.self) } == "resume-token")
+        #expect(key.open(sealed, context: Array("row b".utf8)) == nil, "moved to another row")
+        #expect(SessionKey.random().open(sealed, context: Array("row a".utf8)) == nil, "another key")
+        var altered = sealed
+        altered[20] ^= 1
+        #expect(key.open(altered, context: Array("row a".utf8)) == nil, "altered")
+        #expect(key.open(Array(sealed.prefix(20)), context: Array("row a".utf8)) == nil, "truncated")
+        #expect(key.open([], context: []) == nil)
+        #expect(key.seal(Array("x".utf8), context: []) != key.seal(Array("x".utf8), context: []), "a fresh nonce each time")
+    }
+
+    @Test func keysAreThirtyTwoBytesInHexOrBase64() {
+        #expect(SessionKey(text: String(repeating: "ab", count: 32))?.bytes == [UInt8](repeating: 0xab, count: 32))
+        #expect(SessionKey(text: Data(repeating: 7, count: 32).base64EncodedString())?.bytes == [UInt8](repeating: 7, count: 32))
+        for bad in ["", "secret", String(repeating: "ab", count: 31), String(repeating: "zz", count: 32), Data(count: 16).base64EncodedString()] {
+            #expect(SessionKey(text: bad) == nil, "\(bad)")
+        }
+        #expect(throws: Settings.Invalid.self) { try Settings(flags: ["upstream": "ws://x/websocket", "session-key": "short"], environment: [:]) }
+        let settings = try? Settings(
+            flags: ["upstream": "ws://x/websocket", "session-store": "postgres://u:p%40ss@db:5433/sessions?sslmode=disable"], environment: [:])
+        #expect(
+            settings?.configuration.sessionStore
+                == .postgres(PostgresLocation(host: "db", port: 5433, username: "u", password: "p@ss", database: "sessions", sslMode: "disable")))
+        #expect(settings?.configuration.sessionStore.description.contains("p@ss") == false, "no password in logs")
+        for bad in ["mysql://u@db/x", "postgres://db/x", "postgres://u@/x", "postgres://u@db/x?sslmode=maybe", "postgres://u@db/x?user=v", "file"] {
+            #expect(throws: Settings.Invalid.self, "\(bad)") {
+                try Settings(flags: ["upstream": "ws://x/websocket", "session-store": bad], environment: [:])
+            }
+        }
+    }
+
+    @Test func storedSubscriptionsReadBackExactlyAndRefuseAnythingElse() {
+        let subscriptions = [
+            StoredSubscription(id: "b1", name: "tasks", params: [], refs: 2),
+            StoredSubscription(id: "b2", name: "ticker", params: [1, ["a": .date(5)], .binary([1, 2])], refs: 1)
+        ]
+        let record = StoredSession(
+            tokenHash: "h", version: 1, clientAddress: "a", userID: nil, sealedLogin: nil, bridgeLogin: false, subscriptions: subscriptions,
+            expiresAt: 0, ended: nil, createdAt: 0)
+        #expect(StoredSession.subscriptions(from: record.subscriptionsText) == subscriptions)
+        for bad in ["", "{}", "[1]", #"[{"id":"b","name":"n","params":[],"refs":0}]"#, #"[{"id":1,"name":"n","params":[],"refs":1}]"#] {
+            #expect(StoredSession.subscriptions(from: bad) == nil, "\(bad)")
+        }
+    }
+
+    // MARK: - The SQLite store
+
+    @Test func theSQLiteStoreKeepsTheNewestVersionAndEndsOnlyWhatIsDue() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try await SQLiteSessionStore.open(folder: folder, logger: Logger(label: "store"))
+        var record = StoredSession(
+            tokenHash: "h1", version: 2, clientAddress: "10.0.0.1", userID: "u1", sealedLogin: "c2VhbGVk", bridgeLogin: true,
+            subscriptions: [StoredSubscription(id: "b1", name: "tasks", params: ["x"], refs: 3)], expiresAt: 5_000, ended: nil, createdAt: 42)
+        try await store.save(record)
+        #expect(try await store.load(tokenHash: "h1") == record)
+        #expect(try await store.load(tokenHash: "h2") == nil)
+        var older = record
+        older.version = 1
+        older.userID = "stale"
+        try await store.save(older)
+        #expect(try await store.load(tokenHash: "h1")?.userID == "u1", "an older save never overwrites a newer one")
+        record.version = 3
+        record.expiresAt = 9_000
+        try await store.save(record)
+        try await store.end(tokenHash: "h1", reason: "idle", onlyIfExpiredBy: 8_000, now: 8_000)
+        #expect(try await store.load(tokenHash: "h1")?.ended == nil, "another replica kept it alive")
+        try await store.end(tokenHash: "h1", reason: "closed by its client", onlyIfExpiredBy: nil, now: 8_000)
+        let ended = try #require(try await store.load(tokenHash: "h1"))
+        #expect(ended.ended == "closed by its client" && ended.sealedLogin == nil && ended.subscriptions.isEmpty)
+        record.version = 4
+        try await store.save(record)
+        #expect(try await store.load(tokenHash: "h1")?.ended != nil, "an ended session is not revived by a late save")
+        try await store.purge(before: 8_001)
+        #expect(try await store.load(tokenHash: "h1") == nil)
+        await store.shutdown()
+    }
+
+    // MARK: - Through the bridge
+
+    static func temporaryFolder() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ddp-bridge-store-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// One DDP server for every life of the bridge, as a Meteor app outlives a bridge restart.
+    static func withUpstream(_ body: (LocalDDPServer, String) async throws -> Void) async throws {
+        let upstream = LocalDDPServer(configuration: DemoDataSet.configuration, logger: Logger(label: "upstream"))
+        try await DemoDataSet.seed(upstream.core)
+        try await upstream.start()
+        do {
+            try await body(upstream, await upstream.url)
+        } catch {
+            await upstream.stop()
+            throw error
+        }
+        await upstream.stop()
+    }
+
+    static func storing(in folder: String, key: SessionKey) -> @Sendable (inout BridgeConfiguration) -> Void {
+        { configuration in
+            configuration.sessionStore = .sqlite
+            configuration.dataDirectory = folder
+            configuration.sessionKey = key
+        }
+    }
+
+    /// A logged-in session with two references to one subscription and one to another, a stream
+    /// that saw a change; after a restart the same token answers as if nothing happened (same
+    /// user, subscriptions under the same ids and counts, the documents), and the stream resuming
+    /// from its last id gets a reset and a snapshot (the new life's log never issued that id).
+    @Test func aSessionSurvivesARestartOfTheBridge() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let key = SessionKey.random()
+        try await Self.withUpstream { _, url in
+            struct FirstLife: Sendable {
+                var token = ""
+                var user: EJSON?
+                var subscriptions: EJSON?
+                var lastEventID = ""
+                var createdAt: EJSON?
+            }
+            let first = LockedState(FirstLife())
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                let (token, login) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+                for body in [#"{"name":"tasks"}"#, #"{"name":"tasks"}"#, #"{"name":"typed"}"#] {
+                    #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: body).status == .created)
+                }
+                let port = try #require(h.client.port)
+                // A stream's own subscription lives as long as the stream: it is not kept.
+                let last = try await withEventStream(port: port, "/v1/events?collections=tasks&subscribe=ticker&params=%5B1000%2C0%5D", token: token)
+                {
+                    stream in
+                    try await stream.waitUntilOpen()
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":1}"#)
+                    try await stream.wait("a change") { PublicFanoutTests.documentEvents($0).count >= 1 }
+                    return try #require(await stream.events.last?.id)
+                }
+                let session = try await h.request(.get, "/v1/session", token: token)
+                first.withLock {
+                    $0 = FirstLife(
+                        token: token, user: login["userId"], subscriptions: session["subscriptions"], lastEventID: last,
+                        createdAt: session["createdAt"])
+                }
+            }
+            let was = first.withLock { $0 }
+            #expect(was.subscriptions?.arrayValue?.count == 2)
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                #expect(h.registry.count == 0, "nothing held before the first request")
+                let session = try await h.request(.get, "/v1/session", token: was.token)
+                #expect(session.status == .ok, "\(session.text)")
+                #expect(session["userId"] == was.user)
+                #expect(session["subscriptions"] == was.subscriptions, "same ids, names, params, counts and state")
+                #expect(session["createdAt"] == was.createdAt)
+                let tasks = try await h.request(.get, "/v1/collections/tasks", token: was.token)
+                #expect(tasks["documents"]?.arrayValue?.first { $0["_id"] == "task-a1" }?["n"] == 1)
+                #expect(tasks["count"] == 3)
+                let port = try #require(h.client.port)
+                try await withEventStream(port: port, "/v1/events?collections=tasks", token: was.token, headers: [("Last-Event-ID", was.lastEventID)])
+                {
+                    stream in
+                    try await stream.wait("reset and snapshot") { $0.contains { $0.event == "snapshot" } }
+                    let events = await stream.events
+                    #expect(events.first?.event == "reset", "resumed from \(was.lastEventID): \(events.prefix(3).map(\.event))")
+                    #expect(PublicFanoutTests.documentEvents(events).count == 3)
+                }
+                // The subscription ids still work.
+                let id = try #require(was.subscriptions?.arrayValue?.first?["id"]?.stringValue)
+                #expect(try await h.request(.delete, "/v1/subscriptions/\(id)", token: was.token).status == .noContent)
+                let metrics = try await h.request(.get, "/metrics")
+                #expect(metricSample(metrics.text, "ddp_bridge_sessions_resumed_total") == 1)
+                #expect(metricSample(metrics.text, "ddp_bridge_session_store_up") == 1)
+                // A client that ends its session ends it for good: the next life says so.
+                #expect(try await h.request(.delete, "/v1/session", token: was.token).status == .noContent)
+            }
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                expectError(try await h.request(.get, "/v1/session", token: was.token), .unauthorized, "session-expired")
+                expectError(
+                    try await h.request(.get, "/v1/session", token: "ddpb_" + String(repeating: "x", count: 43)), .unauthorized, "invalid-session")
+            }
+        }
+    }
+
+    /// After a restart, a session whose Meteor login no longer holds (the user's tokens were revoked
+    /// meanwhile) is 401 session-expired, not an anonymous session in the user's name; a store read
+    /// with another key cannot unseal the login and says the same.
+    @Test func aSessionWhoseLoginNoLongerHoldsExpiresOnResume() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let key = SessionKey.random()
+        try await Self.withUpstream { upstream, url in
+            let tokens = LockedState<[String]>([])
+            let user = LockedState<String>("")
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                let (a, login) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+                let (b, _) = try await h.session(#"{"username":"bob","password":"hunter2"}"#)
+                tokens.withLock { $0 = [a, b] }
+                user.withLock { $0 = login["userId"]?.stringValue ?? "" }
+            }
+            try await upstream.core.revokeLoginTokens(userId: user.withLock { $0 })
+            let (alice, bob) = tokens.withLock { ($0[0], $0[1]) }
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                let refused = try await h.request(.get, "/v1/session", token: alice)
+                expectError(refused, .unauthorized, "session-expired")
+                #expect(refused["reason"]?.stringValue?.contains("no longer valid") == true, "\(refused.text)")
+                #expect(try await h.request(.get, "/v1/session", token: bob)["userId"] != nil)
+            }
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: SessionKey.random())) { h in
+                expectError(try await h.request(.get, "/v1/session", token: bob), .unauthorized, "session-expired")
+            }
+        }
+    }
+
+    /// A corrupt store file is not the users' problem: the bridge starts, sessions work in memory,
+    /// the failure is logged and counted.
+    @Test func aCorruptStoreDegradesToMemory() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let garbage = Data((0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 7919) })
+        try garbage.write(to: URL(fileURLWithPath: folder).appendingPathComponent("sessions.sqlite"))
+        try await BridgeHarness.run(configure: Self.storing(in: folder, key: SessionKey.random())) { h in
+            let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#).status == .created)
+            #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 3)
+            let metrics = try await h.request(.get, "/metrics").text
+            #expect(metricSample(metrics, "ddp_bridge_session_store_errors_total{operation=\"open\"}") ?? 0 >= 1, "\(metrics)")
+            #expect(metricSample(metrics, "ddp_bridge_session_store_up") == 0)
+            // A token this bridge never issued: the store cannot be asked, so it cannot be vouched for.
+            let unknown = try await h.request(.get, "/v1/session", token: "ddpb_" + String(repeating: "y", count: 43))
+            expectError(unknown, .serviceUnavailable, "session-store-unavailable")
+        }
+    }
+
+    /// Once shutdown begins, `/readyz` sends a load balancer elsewhere (drain) while requests go on.
+    @Test func readinessSaysShuttingDownOnceShutdownBegins() async throws {
+        try await BridgeHarness.run(configure: { $0.shutdownGrace = .seconds(30) }) { h in
+            let (token, _) = try await h.session()
+            try await eventually("ready") { try await h.request(.get, "/readyz").status == .ok }
+            h.registry.beginShutdown()
+            expectError(try await h.request(.get, "/readyz"), .serviceUnavailable, "shutting-down")
+            #expect(try await h.request(.get, "/v1/session", token: token).status == .ok, "requests in flight go on")
+        }
+    }
+}
