@@ -6,8 +6,8 @@ Run through scripts/failover-test.sh (it installs HAProxy and PostgreSQL when mi
 DDP server, two bridge replicas (`serve --session-store postgres://… `, the key in
 DDP_BRIDGE_SESSION_KEY), and HAProxy with deploy/haproxy.cfg. Then, through HAProxy only:
 
-  1. routing: requests without a token go round robin; a session's requests (Bearer header, or
-     the cookie alone) all reach the replica that made it;
+  1. routing: requests without a token go round robin; a session's requests (Bearer header, the
+     cookie alone, or ?token=) all reach the replica that made it;
   2. a session (alice) subscribes to tasks, follows GET /v1/events?collections=tasks on a
      stream of its own and keeps a local copy from the events; writes are made; the copy must
      equal what REST returns;
@@ -511,8 +511,9 @@ class Test:
                 continue
             token, home = login.json["token"], login.served_by
             homes.append(home)
-            for via in ("bearer", "cookie", "bearer", "cookie"):
-                r = self.api("GET", "/v1/session", token=token if via == "bearer" else None, cookie=token if via == "cookie" else None)
+            for via in ("bearer", "cookie", "query", "bearer"):
+                path = "/v1/session" + (f"?token={urllib.parse.quote(token)}" if via == "query" else "")
+                r = self.api("GET", path, token=token if via == "bearer" else None, cookie=token if via == "cookie" else None)
                 if r.status != 200 or r.served_by != home:
                     strays.append(f"session {i} ({home}) by {via}: {r}")
             r = self.api("DELETE", "/v1/session", token=token)
@@ -520,7 +521,7 @@ class Test:
                 strays.append(f"session {i} ({home}) delete: {r}")
         self.check("logins spread over both replicas", set(homes) == {"bridge-a", "bridge-b"}, " ".join(homes))
         self.check(
-            "each session's requests (Bearer header or cookie alone) reach the replica that made it",
+            "each session's requests (Bearer header, the cookie alone, or ?token=) reach the replica that made it",
             not strays and len(homes) == 4,
             f"{len(homes)} sessions × 5 requests" if not strays else "; ".join(strays[:4]),
         )
