@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, builds, runs every
 # test (Swift Testing; the fault campaign runs there with 200 faults), fuzzes for a minute, checks the running server against openapi.yaml (schemathesis),
+# fails over between two replicas behind HAProxy with a PostgreSQL session store,
 # runs the client examples and a generated client, tests the console's modules and drives the web
 # console in headless Chromium, then a seconds-long smoke run of the
 # benchmark harness.
@@ -34,6 +35,11 @@ export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 
 # The HTTP contract: openapi.yaml is valid and the running server keeps it.
 scripts/contract-test.sh
+
+# Two replicas behind HAProxy (deploy/haproxy.cfg) sharing a throwaway PostgreSQL session store,
+# the demo DDP server as the upstream: the replica serving a session is killed, then the other is
+# drained; writes with the same token go on, the stream resumes, the copy equals REST (~15 s).
+scripts/failover-test.sh
 
 # Client examples (Python, Node, Go, Swift, shell) and a client generated from openapi.yaml,
 # each against the demo: their local copies must equal what REST returns, live and resumed.

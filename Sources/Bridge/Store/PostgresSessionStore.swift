@@ -22,7 +22,9 @@ final class PostgresSessionStore: SessionStore {
         let client = PostgresClient(configuration: configuration, backgroundLogger: quiet)
         self.client = client
         self.logger = quiet
-        self.runner = Task { await client.run() }
+        // Detached: a task made here would inherit the service group's graceful-shutdown handler, and the
+        // pool would close when shutdown begins — before the last saves of the sessions.
+        self.runner = Task.detached { await client.run() }
     }
 
     private static func parameter(_ n: Int) -> String { "$\(n)" }
