@@ -1,34 +1,64 @@
 # syntax=docker/dockerfile:1
-# ddp-bridge: a release build on the Swift 6 image, run on a slim Debian as a non-root user.
+# ddp-bridge: a release build on the Swift 6.3 image, run on a slim Debian as a non-root user.
 # Configure it with DDP_BRIDGE_* environment variables (see `ddp-bridge serve --help`).
+#
+#   docker build -t ddp-bridge .
+#
+# The base images are build arguments, so the same file builds with the official images
+# anywhere and with local stand-ins where no registry is reachable (scripts/container-check.sh
+# makes them: a Debian root with the Swift toolchain, and a minimal Debian root):
+#
+#   podman build --format docker --build-arg BUILD_IMAGE=localhost/ddp-bridge-swift:6.3.1 \
+#       --build-arg RUNTIME_IMAGE=localhost/ddp-bridge-base:bookworm -t ddp-bridge .
+#
+# A build image must have Swift 6.1 or later on its PATH and git; the runtime image must be
+# Debian bookworm (or a derivative: apt-get, libssl3) to match the build image's C libraries.
+ARG BUILD_IMAGE=swift:6.3-bookworm
+ARG RUNTIME_IMAGE=debian:bookworm-slim
 
-FROM swift:6.1-bookworm AS build
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends libssl-dev zlib1g-dev pkg-config \
-    && rm -rf /var/lib/apt/lists/*
+FROM ${BUILD_IMAGE} AS build
+# The C libraries the package links (libcrypto, zlib) and pkg-config to find them; installed
+# only when missing (a stand-in build image may carry them already).
+RUN dpkg -s libssl-dev zlib1g-dev pkg-config >/dev/null 2>&1 \
+    || (apt-get update \
+        && apt-get install -y --no-install-recommends libssl-dev zlib1g-dev pkg-config \
+        && rm -rf /var/lib/apt/lists/*)
 WORKDIR /src
-# Dependencies first, so they are cached while only the sources change.
+# Dependencies first, so they are cached while only the sources change. The build folder is
+# a cache mount: a rebuild after a change to the sources recompiles only what changed.
 COPY Package.swift ./
-RUN swift package resolve
+RUN --mount=type=cache,id=ddp-bridge-build,target=/src/.build,sharing=locked \
+    swift package resolve
 COPY Sources ./Sources
 COPY Tests ./Tests
-RUN swift build -c release --product ddp-bridge --static-swift-stdlib \
+RUN --mount=type=cache,id=ddp-bridge-build,target=/src/.build,sharing=locked \
+    swift build -c release --product ddp-bridge --static-swift-stdlib \
     && install -D "$(swift build -c release --show-bin-path)/ddp-bridge" /out/ddp-bridge
 
-FROM debian:bookworm-slim AS runtime
+FROM ${RUNTIME_IMAGE} AS runtime
 RUN apt-get update \
     && apt-get install -y --no-install-recommends libssl3 zlib1g ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin ddp
+    && groupadd --system --gid 10001 ddp \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin ddp \
+    && install -d -o 10001 -g 10001 -m 0750 /var/lib/ddp-bridge
 COPY --from=build /out/ddp-bridge /usr/local/bin/ddp-bridge
 # The web console, served at / (DDP_BRIDGE_PUBLIC_DIR=none serves no console).
 COPY public /app/public
 WORKDIR /app
 USER 10001:10001
+# The embedded session store (sessions.sqlite, written when DDP_BRIDGE_SESSION_KEY is set)
+# lives in the data folder: a volume, so sessions survive a new container.
 ENV DDP_BRIDGE_HOST=0.0.0.0 \
     DDP_BRIDGE_PORT=8080 \
-    DDP_BRIDGE_PUBLIC_DIR=/app/public
+    DDP_BRIDGE_PUBLIC_DIR=/app/public \
+    DDP_BRIDGE_DATA_DIR=/var/lib/ddp-bridge
+VOLUME /var/lib/ddp-bridge
 EXPOSE 8080
+# SIGTERM starts a graceful shutdown: new sessions are refused, requests and streams in flight
+# get DDP_BRIDGE_SHUTDOWN_GRACE (10 s by default) to finish, then the process exits with 0.
+# Give the container a longer stop timeout than that grace (docker stop -t / stop_grace_period).
+STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
     CMD curl -fsS "http://127.0.0.1:${DDP_BRIDGE_PORT}/healthz" || exit 1
 ENTRYPOINT ["/usr/local/bin/ddp-bridge"]
