@@ -148,7 +148,7 @@ import Testing
                     #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: body).status == .created)
                 }
                 let port = try #require(h.client.port)
-                // A stream's own subscription lives as long as the stream: it is not kept.
+                // A stream's own subscription lives as long as the stream.
                 let last = try await withEventStream(port: port, "/v1/events?collections=tasks&subscribe=ticker&params=%5B1000%2C0%5D", token: token)
                 {
                     stream in
@@ -156,6 +156,10 @@ import Testing
                     _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":1}"#)
                     try await stream.wait("a change") { PublicFanoutTests.documentEvents($0).count >= 1 }
                     return try #require(await stream.events.last?.id)
+                }
+                // The stream's own subscription goes when the bridge sees the hang-up.
+                try await eventually("the stream's subscription released") {
+                    try await h.request(.get, "/v1/session", token: token)["subscriptions"]?.arrayValue?.count == 2
                 }
                 let session = try await h.request(.get, "/v1/session", token: token)
                 first.withLock {
