@@ -347,6 +347,14 @@ if [ "$BUILD" = 1 ]; then
     # intermediate layers stay, as the cache of the next build).
     new_id=$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)
     if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then podman rmi "$old_id" >/dev/null 2>&1; fi
+    # Build stages of this Dockerfile left untagged (each a few hundred MB over the build
+    # image): the newest is the next build's cache, older ones are removed.
+    newest=1
+    for id in $(podman images -q --filter dangling=true 2>/dev/null); do
+        podman image history --no-trunc --format '{{.CreatedBy}}' "$id" 2>/dev/null |
+            grep -q 'swift build -c release --product ddp-bridge' || continue
+        if [ "$newest" = 1 ]; then newest=0; else podman rmi "$id" >/dev/null 2>&1; fi
+    done
 elif ! podman image exists "$IMAGE"; then
     fail "no image $IMAGE to check (run without --no-build)"
     exit 1
