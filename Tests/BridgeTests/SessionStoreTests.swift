@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Logging
+import SQLiteNIO
 import Testing
 
 @testable import Bridge
@@ -93,6 +94,80 @@ import Testing
         try await store.purge(before: 8_001)
         #expect(try await store.load(tokenHash: "h1") == nil)
         await store.shutdown()
+    }
+
+    // MARK: - Opening the store
+
+    /// A store that only counts how often it was closed.
+    final class CountingStore: SessionStore {
+        let closes: LockedState<Int>
+        init(closes: LockedState<Int>) { self.closes = closes }
+        func prepare() async throws {}
+        func save(_ session: StoredSession) async throws {}
+        func load(tokenHash: String) async throws -> StoredSession? { nil }
+        func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {}
+        func purge(before: Int64) async throws {}
+        func shutdown() async { closes.withLock { $0 += 1 } }
+    }
+
+    /// Waits `duration` whether or not the caller is cancelled (a store call that ignores cancellation).
+    static func sleepIgnoringCancellation(_ duration: Duration) async {
+        await Task.detached { try? await Task.sleep(for: duration) }.value
+    }
+
+    /// Requests arriving while the store opens (the bridge's first requests after a start) wait
+    /// for that one open: two opens racing each made a store, and the one dropped was never
+    /// closed (sqlite-nio traps on that in debug builds; in release its file stayed open).
+    /// A shutdown during an open closes the store the open makes.
+    @Test func theStoreIsOpenedOnceHoweverManyRequestsNeedItAndClosedOnShutdown() async throws {
+        let opens = LockedState(0)
+        let closes = LockedState(0)
+        let persistence = SessionPersistence(
+            name: "counting",
+            opener: {
+                opens.withLock { $0 += 1 }
+                await Self.sleepIgnoringCancellation(.milliseconds(200))
+                return CountingStore(closes: closes)
+            }, key: .random(), logger: Logger(label: "store"), metrics: BridgeMetrics())
+        await withDiscardingTaskGroup { group in
+            group.addTask { await persistence.start() }
+            for n in 0..<8 { group.addTask { _ = await persistence.load(tokenHash: "h\(n)") } }
+        }
+        #expect(opens.withLock { $0 } == 1, "one open for every caller")
+        await persistence.shutdown()
+        #expect(closes.withLock { $0 } == 1)
+
+        let late = SessionPersistence(
+            name: "counting",
+            opener: {
+                opens.withLock { $0 += 1 }
+                await Self.sleepIgnoringCancellation(.milliseconds(300))
+                return CountingStore(closes: closes)
+            }, key: .random(), logger: Logger(label: "store"), metrics: BridgeMetrics())
+        async let started: Void = late.start()
+        try await Task.sleep(for: .milliseconds(50))
+        await late.shutdown()
+        await started
+        #expect(opens.withLock { $0 } == 2)
+        #expect(closes.withLock { $0 } == 2, "the store opened during the shutdown is closed")
+    }
+
+    /// A value that comes after the deadline is handed to `discardLate` (the open that timed out
+    /// closes its store), never dropped.
+    @Test func aStoreOpenedAfterItsDeadlineIsClosed() async throws {
+        let closes = LockedState(0)
+        await #expect(throws: SessionStoreError.self) {
+            try await SessionPersistence.withDeadline("open", limit: .milliseconds(100), discardLate: { await $0.shutdown() }) {
+                await Self.sleepIgnoringCancellation(.milliseconds(300))
+                return CountingStore(closes: closes)
+            }
+        }
+        try await eventually("the late store closed", timeout: .seconds(5)) { closes.withLock { $0 } == 1 }
+        let onTime = try await SessionPersistence.withDeadline("open", limit: .seconds(5), discardLate: { await $0.shutdown() }) {
+            CountingStore(closes: closes)
+        }
+        #expect(closes.withLock { $0 } == 1, "a store that opened in time is the caller's")
+        await onTime.shutdown()
     }
 
     // MARK: - Through the bridge
@@ -203,6 +278,46 @@ import Testing
                 expectError(
                     try await h.request(.get, "/v1/session", token: "ddpb_" + String(repeating: "x", count: 43)), .unauthorized, "invalid-session")
             }
+        }
+    }
+
+    /// The first requests of a new life, all at once and while the store is still opening (another
+    /// process holds the file's lock for a moment, as an old container still stopping would): each
+    /// resumes its session, and the store is opened once (a log line per open). Opens racing each
+    /// made a store, and the ones dropped were never closed (sqlite-nio traps on that in debug
+    /// builds; in release the file stayed open).
+    @Test func concurrentFirstRequestsAfterARestartShareOneOpenOfTheStore() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let key = SessionKey.random()
+        try await Self.withUpstream { _, url in
+            let tokens = LockedState<[String]>([])
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                for _ in 0..<4 {
+                    let (token, _) = try await h.session()
+                    tokens.withLock { $0.append(token) }
+                }
+            }
+            let all = tokens.withLock { $0 }
+            let holder = try await SQLiteConnection.open(
+                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), logger: Logger(label: "holder"))
+            _ = try await holder.query("PRAGMA locking_mode = EXCLUSIVE", [])
+            _ = try await holder.query("BEGIN EXCLUSIVE", [])
+            let (lines, logger) = LogLines.logger(level: .info)
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key), logger: logger) { h in
+                async let statuses = withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                    for token in all + all { group.addTask { try await h.request(.get, "/v1/session", token: token).status } }
+                    return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+                }
+                // The requests are waiting for the store; let go of the file.
+                try await Task.sleep(for: .milliseconds(400))
+                _ = try await holder.query("COMMIT", [])
+                try await holder.close()
+                let answered = try await statuses
+                #expect(answered.count == all.count * 2 && answered.allSatisfy { $0 == .ok }, "\(answered)")
+            }
+            let opens = lines.all.filter { $0.contains("session store open") }.count
+            #expect(opens == 1, "the store was opened \(opens) times in one life: \(lines.all.joined())")
         }
     }
 

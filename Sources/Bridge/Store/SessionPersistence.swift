@@ -29,11 +29,17 @@ actor SessionPersistence {
         case unavailable
     }
 
+    /// Opens a store within its deadline; a store that opens after the deadline is closed again.
+    typealias Opener = @Sendable () async throws -> any SessionStore
+
     nonisolated let key: SessionKey
-    private let choice: SessionStoreChoice
-    private let dataDirectory: String
+    private let name: String
+    private let opener: Opener?
     private let logger: Logger
     private var store: (any SessionStore)?
+    /// The open in progress: every caller that needs the store meanwhile waits for this one
+    /// (two opens racing would leave one store unclosed).
+    private var opening: Task<(any SessionStore)?, Never>?
     private var downUntil: ContinuousClock.Instant?
     private var warnedAt: ContinuousClock.Instant?
     private var isShutDown = false
@@ -44,12 +50,42 @@ actor SessionPersistence {
     static let pause: Duration = .seconds(5)
 
     init(choice: SessionStoreChoice, key: SessionKey, dataDirectory: String, logger: Logger, metrics: BridgeMetrics) {
-        self.choice = choice
+        self.init(
+            name: choice.description, opener: Self.opener(for: choice, dataDirectory: dataDirectory, logger: logger), key: key, logger: logger,
+            metrics: metrics)
+    }
+
+    init(name: String, opener: Opener?, key: SessionKey, logger: Logger, metrics: BridgeMetrics) {
+        self.name = name
+        self.opener = opener
         self.key = key
-        self.dataDirectory = dataDirectory
         self.logger = logger
         self.errors = { metrics.storeErrors(operation: $0) }
         self.up = metrics.storeUp
+    }
+
+    private static func opener(for choice: SessionStoreChoice, dataDirectory: String, logger: Logger) -> Opener? {
+        switch choice {
+        case .memory:
+            return nil
+        case .sqlite:
+            return {
+                try await withDeadline("open", discardLate: { await $0.shutdown() }) {
+                    try await SQLiteSessionStore.open(folder: dataDirectory, logger: logger)
+                }
+            }
+        case .postgres(let location):
+            return {
+                let postgres = PostgresSessionStore(location: location, logger: logger)
+                do {
+                    try await withDeadline("open") { try await postgres.prepare() }
+                } catch {
+                    await postgres.shutdown()
+                    throw error
+                }
+                return postgres
+            }
+        }
     }
 
     /// Opens the store (at start; later calls open it when it is not open yet).
@@ -59,28 +95,25 @@ actor SessionPersistence {
 
     private func open() async -> (any SessionStore)? {
         if let store { return store }
-        guard !isShutDown, downUntil.map { ContinuousClock.now >= $0 } ?? true else { return nil }
+        if let opening { return await opening.value }
+        guard !isShutDown, downUntil.map({ ContinuousClock.now >= $0 }) ?? true, let opener else { return nil }
+        let attempt = Task { await self.attemptOpen(opener) }
+        opening = attempt
+        let opened = await attempt.value
+        opening = nil
+        return opened
+    }
+
+    private func attemptOpen(_ opener: Opener) async -> (any SessionStore)? {
         do {
-            let opened: any SessionStore
-            switch choice {
-            case .memory: return nil
-            case .sqlite:
-                opened = try await Self.withDeadline("open") { [dataDirectory, logger] in
-                    try await SQLiteSessionStore.open(folder: dataDirectory, logger: logger)
-                }
-            case .postgres(let location):
-                let postgres = PostgresSessionStore(location: location, logger: logger)
-                do {
-                    try await Self.withDeadline("open") { try await postgres.prepare() }
-                } catch {
-                    await postgres.shutdown()
-                    throw error
-                }
-                opened = postgres
+            let opened = try await opener()
+            guard !isShutDown else {
+                await opened.shutdown()
+                return nil
             }
             store = opened
             up.record(1)
-            logger.info("session store open", metadata: ["store": .string(choice.description)])
+            logger.info("session store open", metadata: ["store": .string(name)])
             return opened
         } catch {
             failed("open", error)
@@ -97,14 +130,14 @@ actor SessionPersistence {
             warnedAt = now
             logger.warning(
                 "the session store failed; sessions go on in memory (a restart or another replica cannot resume them until it is back)",
-                metadata: ["store": .string(choice.description), "operation": .string(operation), "error": .string(String(reflecting: error))])
+                metadata: ["store": .string(name), "operation": .string(operation), "error": .string(String(reflecting: error))])
         }
     }
 
     private func succeeded() {
         if downUntil != nil {
             downUntil = nil
-            logger.notice("the session store answers again", metadata: ["store": .string(choice.description)])
+            logger.notice("the session store answers again", metadata: ["store": .string(name)])
         }
         up.record(1)
     }
@@ -166,6 +199,7 @@ actor SessionPersistence {
 
     func shutdown() async {
         isShutDown = true
+        if let opening { _ = await opening.value }
         if let store { await store.shutdown() }
         store = nil
     }
@@ -175,11 +209,18 @@ actor SessionPersistence {
     /// `body`'s value, or ``SessionStoreError/timedOut(_:)`` after ``deadline``; the body is
     /// cancelled then and its late result dropped (a store call that ignores cancellation cannot
     /// hold up the caller).
-    static func withDeadline<T: Sendable>(_ operation: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// A value that arrives too late goes to `discardLate` (a store opened after its deadline is closed).
+    static func withDeadline<T: Sendable>(
+        _ operation: String, limit: Duration = deadline, discardLate: (@Sendable (T) async -> Void)? = nil,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let outcome = OneShot<Result<T, any Error>>()
-        let work = Task { outcome.resolve(await Result(catching: body)) }
+        let work = Task {
+            let result = await Result(catching: body)
+            if !outcome.resolve(result), case .success(let late) = result { await discardLate?(late) }
+        }
         let timer = Task {
-            try? await Task.sleep(for: deadline)
+            try? await Task.sleep(for: limit)
             outcome.resolve(.failure(SessionStoreError.timedOut(operation)))
         }
         defer {
@@ -202,14 +243,17 @@ final class OneShot<Value: Sendable>: Sendable {
     }
     private let state = LockedState(State())
 
-    func resolve(_ value: Value) {
-        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
-            guard state.value == nil else { return nil }
+    /// Whether `value` was taken (`false` when a value was set before).
+    @discardableResult
+    func resolve(_ value: Value) -> Bool {
+        let (taken, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Value, Never>?) in
+            guard state.value == nil else { return (false, nil) }
             state.value = value
             defer { state.waiter = nil }
-            return state.waiter
+            return (true, state.waiter)
         }
         waiter?.resume(returning: value)
+        return taken
     }
 
     var value: Value {
