@@ -48,9 +48,10 @@ import Testing
             expectError(try await h.request(.delete, "/v1/subscriptions/\(id)", token: token), .notFound, "not-found")
             #expect(try await h.request(.delete, "/v1/subscriptions?name=tasks", token: token)["removed"] == 1)
             expectError(try await h.request(.delete, "/v1/subscriptions", token: token), .badRequest, "bad-request")
-            // After the linger the documents are gone from the session.
-            try await Task.sleep(for: .milliseconds(1_500))
-            #expect(try await h.request(.get, "/v1/collections", token: token).json == [])
+            // After the linger (200 ms) the documents are gone from the session.
+            try await eventually("the documents gone after the linger") {
+                try await h.request(.get, "/v1/collections", token: token).json == []
+            }
             #expect(try await h.request(.get, "/v1/subscriptions", token: token).json == [])
         }
     }
