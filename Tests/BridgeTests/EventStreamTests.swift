@@ -84,8 +84,6 @@ import Testing
         try await BridgeHarness.run(configure: { $0.heartbeatInterval = .milliseconds(200) }) { h in
             let (token, _) = try await h.session()
             let port = try #require(h.client.port)
-            // Slow enough that the stream is attached before the last tick even on a loaded machine
-            // (a stream without a snapshot sees only what happens after it attaches).
             try await withEventStream(port: port, "/v1/events?subscribe=ticker&params=\(urlEncoded("[10,8]"))", token: token) { stream in
                 // Ticks the ticker publishes together (it catches up when it wakes late) are one
                 // consolidated change per document, so the stream may skip a value, never reorder.
@@ -102,6 +100,32 @@ import Testing
             }
             #expect(remaining == 0)
             expectError(try await h.request(.get, "/v1/events?subscribe=nope", token: token), .notFound, 404)
+        }
+    }
+
+    /// `curl -N '/v1/events?subscribe=…'` follows a publication from its start: the documents its
+    /// subscription brings, and everything after. The stream attaches when the subscription is
+    /// ready, so before, all of that happened before it and it showed nothing until the next
+    /// change. A load larger than the session's log comes as a reset and a snapshot.
+    @Test func aLiveStreamThatSubscribesSeesItsPublicationFromTheStart() async throws {
+        for logSize in [10_000, 8] {
+            try await BridgeHarness.run(configure: { $0.eventLogSize = logSize }) { h in
+                let (token, _) = try await h.session()
+                let port = try #require(h.client.port)
+                try await withEventStream(port: port, "/v1/events?subscribe=bulk&params=%5B20%5D", token: token) { stream in
+                    try await stream.wait("the 20 documents") { PublicFanoutTests.apply($0).count == 20 }
+                    let events = await stream.events
+                    if logSize == 8 {
+                        #expect(events.first?.event == "reset" && events.contains { $0.event == "snapshot" }, "\(events.prefix(3).map(\.event))")
+                    } else {
+                        #expect(PublicFanoutTests.documentEvents(events).allSatisfy { $0.event == "added" })
+                        #expect(events.contains { $0.event == "ready" }, "the subscription's ready event")
+                    }
+                    let rest = try await h.request(.get, "/v1/collections/bulk", token: token)
+                    let restIDs = Set(rest["documents"]?.arrayValue?.compactMap { $0["_id"]?.stringValue } ?? [])
+                    #expect(Set(PublicFanoutTests.apply(events).keys) == restIDs && restIDs.count == 20)
+                }
+            }
         }
     }
 

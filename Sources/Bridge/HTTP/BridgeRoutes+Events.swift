@@ -14,12 +14,18 @@ extension BridgeRoutes {
     /// stream holds while it is open), `lastEventId` (or the `Last-Event-ID` header).
     @Sendable func events(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let filter = try Self.streamFilter(request)
-        let start = try Self.streamStart(request)
+        var start = try Self.streamStart(request)
         let owned = try Self.streamSubscription(request)
         let session = try await session(request, context)
         var subscription: SubscriptionInfo?
         if let owned {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+            // A live stream attaches once its subscription is ready, and so starts from the log as
+            // it was before subscribing: the subscription's documents and every change made while
+            // it got ready reach the stream (they were lost, and `curl -N` of a publication showed
+            // nothing until its next change), written at the consumer's pace; a load larger than the
+            // log gives a reset and a snapshot. A live query cannot replay and starts as it did.
+            if start.isLive, filter.selector == nil { start = .resume(after: session.logPosition()) }
             subscription = try await session.subscribe(
                 owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout, transient: true)
         }

@@ -79,6 +79,15 @@ extension Session {
         }
     }
 
+    /// The id of the newest event in the session's log (pending changes flushed first): a stream
+    /// that starts `.resume(after:)` it gets everything that happens in the session from now on.
+    func logPosition() -> UInt64 {
+        state.withLock { state in
+            state.flushPipeline(now: .now, onlyIfDue: false)
+            return state.pipeline.log.lastID
+        }
+    }
+
     func detach(_ stream: EventStream) {
         state.withLock { state in
             guard let key = state.streams.first(where: { $0.value === stream })?.key else { return }
