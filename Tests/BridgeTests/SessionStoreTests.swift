@@ -321,6 +321,47 @@ import Testing
         }
     }
 
+    /// A subscription an event stream holds for itself lives as long as the stream: a session
+    /// saved while its stream is open keeps its own subscriptions, not the stream's. The bridge
+    /// here cannot save at its stop (another process holds the file's write lock), so the next
+    /// life resumes from the save made with the stream open — as after a crash.
+    @Test func aSessionSavedWhileItsStreamIsOpenLeavesTheStreamsSubscriptionOut() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let key = SessionKey.random()
+        try await Self.withUpstream { _, url in
+            let kept = LockedState<(token: String, subscriptions: EJSON?)>(("", nil))
+            let holder = try await SQLiteConnection.open(
+                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), logger: Logger(label: "holder"))
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                let (token, _) = try await h.session()
+                #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#).status == .created)
+                let port = try #require(h.client.port)
+                let stream = try await RawConnection.open(port: port)
+                try await stream.send(
+                    "GET /v1/events?subscribe=typed HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
+                try await eventually("the stream's subscription held") {
+                    try await h.request(.get, "/v1/session", token: token)["subscriptions"]?.arrayValue?.count == 2
+                }
+                // Saved with the stream open.
+                let bulk = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[3]}"#)
+                #expect(bulk.status == .created)
+                let all = try await h.request(.get, "/v1/session", token: token)["subscriptions"]?.arrayValue ?? []
+                #expect(all.count == 3)
+                kept.withLock { $0 = (token, .array(all.filter { $0["name"] != "typed" })) }
+                _ = try await holder.query("BEGIN IMMEDIATE", [])
+            }
+            _ = try await holder.query("ROLLBACK", [])
+            try await holder.close()
+            let was = kept.withLock { $0 }
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                let session = try await h.request(.get, "/v1/session", token: was.token)
+                #expect(session.status == .ok, "\(session.text)")
+                #expect(session["subscriptions"] == was.subscriptions, "the session's own subscriptions come back, not the stream's")
+            }
+        }
+    }
+
     /// After a restart, a session whose Meteor login no longer holds (the user's tokens were revoked
     /// meanwhile) is 401 session-expired, not an anonymous session in the user's name; a store read
     /// with another key cannot unseal the login and says the same.
