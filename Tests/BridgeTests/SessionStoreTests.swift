@@ -122,13 +122,17 @@ import Testing
     @Test func theStoreIsOpenedOnceHoweverManyRequestsNeedItAndClosedOnShutdown() async throws {
         let opens = LockedState(0)
         let closes = LockedState(0)
-        let persistence = SessionPersistence(
-            name: "counting",
-            opener: {
-                opens.withLock { $0 += 1 }
-                await Self.sleepIgnoringCancellation(.milliseconds(200))
-                return CountingStore(closes: closes)
-            }, key: .random(), logger: Logger(label: "store"), metrics: BridgeMetrics())
+        /// A persistence whose every open takes `duration` and makes a ``CountingStore``.
+        func counting(opening duration: Duration) -> SessionPersistence {
+            SessionPersistence(
+                name: "counting",
+                opener: {
+                    opens.withLock { $0 += 1 }
+                    await Self.sleepIgnoringCancellation(duration)
+                    return CountingStore(closes: closes)
+                }, key: .random(), logger: Logger(label: "store"), metrics: BridgeMetrics())
+        }
+        let persistence = counting(opening: .milliseconds(200))
         await withDiscardingTaskGroup { group in
             group.addTask { await persistence.start() }
             for n in 0..<8 { group.addTask { _ = await persistence.load(tokenHash: "h\(n)") } }
@@ -137,13 +141,7 @@ import Testing
         await persistence.shutdown()
         #expect(closes.withLock { $0 } == 1)
 
-        let late = SessionPersistence(
-            name: "counting",
-            opener: {
-                opens.withLock { $0 += 1 }
-                await Self.sleepIgnoringCancellation(.milliseconds(300))
-                return CountingStore(closes: closes)
-            }, key: .random(), logger: Logger(label: "store"), metrics: BridgeMetrics())
+        let late = counting(opening: .milliseconds(300))
         async let started: Void = late.start()
         try await Task.sleep(for: .milliseconds(50))
         await late.shutdown()
