@@ -5,4 +5,16 @@ extension Duration {
         let (s, attos) = components
         return Double(s) + Double(attos) / 1e18
     }
+
+    /// Whole seconds, truncated toward zero (no floating point, so nothing to trap on).
+    package var wholeSeconds: Int64 { components.seconds }
+
+    /// Whole milliseconds, truncated toward zero; saturates at `Int64`'s bounds instead of
+    /// trapping (a duration holds up to about 2.9e11 years, milliseconds in `Int64` 2.9e8).
+    package var wholeMilliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        let (sum, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        return overflow || overflowAgain ? (seconds < 0 ? .min : .max) : sum
+    }
 }

@@ -39,7 +39,7 @@ enum PublicBench {
             try await Task.sleep(for: .milliseconds(20))
         }
         let connectionsBefore = await upstream.core.connectionCount
-        let milliseconds = Int(startAfter.seconds * 1000)
+        let milliseconds = startAfter.wholeMilliseconds
         let path = "/v1/public/events?subscribe=ticker&params=%5B\(rate),\(count),true,\(milliseconds)%5D&collections=ticks"
         // The first reader makes the upstream connection and subscription; the ticker's clock starts.
         let first = try await SSEConsumer.open(port: bridge.port, path, token: "", counting: "changed", stampField: true)

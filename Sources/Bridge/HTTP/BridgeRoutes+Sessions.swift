@@ -38,7 +38,7 @@ extension BridgeRoutes {
             "userId": session.userID.map(EJSON.string) ?? .null,
             "subscriptions": .array(session.subscriptions.map(\.ejson)),
             "createdAt": .string(session.createdAt.formatted(.iso8601)),
-            "idleTimeout": .int(Int(configuration.sessionIdleTimeout.seconds))
+            "idleTimeout": .int(Int(truncatingIfNeeded: configuration.sessionIdleTimeout.wholeSeconds))
         ])
     }
 

@@ -88,7 +88,7 @@ enum RequestInput {
     }
 
     static func milliseconds(_ value: Int?, name: String, max: Duration, given: String) throws(BridgeError) -> Duration {
-        let most = Int(max.seconds * 1000)
+        let most = Int(truncatingIfNeeded: max.wholeMilliseconds)
         guard let ms = value, ms >= minimumTimeoutMilliseconds, ms <= most else {
             throw .badRequest("\(name) must be a number of milliseconds from \(minimumTimeoutMilliseconds) to \(most), got '\(given)'")
         }

@@ -19,7 +19,7 @@ extension Session {
         return state.withLock { state -> (StoredSession, String?)? in
             guard state.closed == nil else { return nil }
             let deadline = Self.deadline(state, idle: configuration.sessionIdleTimeout, now: now)
-            let slackMilliseconds = Int64(slack.seconds * 1000)
+            let slackMilliseconds = slack.wholeMilliseconds
             if onlyIfChanged, !state.dirty, deadline - state.savedDeadline <= slackMilliseconds { return nil }
             state.version += 1
             state.savedDeadline = deadline

@@ -159,7 +159,7 @@ public final class SessionRegistry: Service, Sendable {
         }
         if let reason = stored.ended { throw Self.expired(reason) }
         guard stored.expiresAt > StoredSession.milliseconds(Date()) else {
-            throw Self.expired("idle for longer than \(Int(configuration.sessionIdleTimeout.seconds)) s")
+            throw Self.expired("idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s")
         }
         guard let loginToken = persistence.loginToken(of: stored) else {
             await persistence.end(tokenHash: hash, reason: "its login could not be unsealed (another session key?)", onlyIfExpiredBy: nil)
@@ -381,7 +381,7 @@ public final class SessionRegistry: Service, Sendable {
             }
             for session in sessions {
                 if session.isIdle(now: now) {
-                    await end(session, reason: "idle for longer than \(Int(configuration.sessionIdleTimeout.seconds)) s", stored: .ifExpired)
+                    await end(session, reason: "idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s", stored: .ifExpired)
                 } else {
                     await session.releaseLingering(now: now)
                     await saveIfChanged(session)

@@ -25,13 +25,13 @@ public struct SessionKey: Sendable, Equatable {
         }
     }
 
-    init(bytes: [UInt8]) {
-        precondition(bytes.count == 32, "an AES-256 key is 32 bytes")
+    /// Only for ``random()``: 32 bytes by construction.
+    private init(random bytes: [UInt8]) {
         self.bytes = bytes
     }
 
     /// A new random key (tests; `ddp-bridge` prints how to make one with openssl).
-    static func random() -> SessionKey { SessionKey(bytes: MeteorRandom.bytes(32)) }
+    static func random() -> SessionKey { SessionKey(random: MeteorRandom.bytes(32)) }
 
     private static func hex(_ text: String) -> [UInt8]? {
         var bytes: [UInt8] = []
