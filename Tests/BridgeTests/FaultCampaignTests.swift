@@ -6,6 +6,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Logging
+import NIOConcurrencyHelpers
 import Testing
 
 /// The fault campaign: a faulty TCP proxy between the bridge and the in-process DDP server
@@ -132,6 +133,80 @@ import Testing
         await proxy.stop()
         await upstream.stop()
         Self.note("fault-campaign: upstream stopped after \(ContinuousClock.now - began)")
+    }
+
+    /// The upstream answers badly in every way the protocol allows, connection after connection:
+    /// `failed` naming any version (ours, one we speak, none we speak, none at all), a close right
+    /// after `connected`, garbage in place of `connected`, a binary frame, a `connected` without a
+    /// session. Sessions, the readiness probe and the public pool keep retrying; the bridge must
+    /// still be running with `/healthz` 200 at the end, and serve once the upstream behaves.
+    @Test func noAnswerOfTheUpstreamEndsTheBridge() async throws {
+        let answers: [@Sendable (FakeConnection) async throws -> Void] = [
+            { try await $0.send(#"{"msg":"failed","version":"99"}"#) },
+            { try await $0.send(#"{"msg":"failed","version":"1"}"#) },
+            { try await $0.send(#"{"msg":"failed","version":"pre1"}"#) },
+            { try await $0.send(#"{"msg":"failed"}"#) },
+            { try await $0.send(#"{"msg":"failed","version":{"$date":1}}"#) },
+            { try await $0.send(#"{"msg":"connected","session":"s"}"#) },  // then closed at once
+            { try await $0.send("not json at all {") },
+            { try await $0.send(#"{"msg":"connected"}"#) },
+            { try await $0.send(#"[1,2,3]"#) },
+            { try await $0.send(String(repeating: "[", count: 5_000)) }
+        ]
+        let arrivals = NIOLockedValueBox(0)
+        let behaves = NIOLockedValueBox(false)
+        let upstream = FakeUpstream { connection in
+            if behaves.withLockedValue({ $0 }) {
+                try await connection.handshake()
+                try await connection.serve()
+                return
+            }
+            let n = arrivals.withLockedValue { value -> Int in
+                value += 1
+                return value
+            }
+            _ = try await connection.receive("connect")
+            try await answers[n % answers.count](connection)
+            await connection.close()
+        }
+        try await upstream.start()
+        let publications = try PublicPublications(parsing: "tasks(*)")
+        var quiet = Logger(label: "bridge")
+        quiet.logLevel = .critical
+        try await BridgeHarness.run(
+            upstreamURL: upstream.url,
+            configure: {
+                $0.connectTimeout = .milliseconds(500)
+                $0.requestTimeout = .seconds(2)
+                $0.ddp.connectTimeout = .milliseconds(500)
+                $0.publicPublications = publications
+                $0.ddp.reconnect = ReconnectPolicy(initialDelay: .milliseconds(5), multiplier: 2, maxDelay: .milliseconds(20))
+                $0.reconnectRate = 1_000
+            }, logger: quiet
+        ) { bridge in
+            let began = ContinuousClock.now
+            // Sessions and public reads keep asking while the upstream misbehaves (bounded: 200
+            // bad answers or 20 s); each answer is a clear error, never a hang or a crash.
+            var requests = 0
+            while arrivals.withLockedValue({ $0 }) < 200, ContinuousClock.now - began < .seconds(20), requests < 200 {
+                requests += 1
+                let reply =
+                    requests % 2 == 0
+                    ? try await bridge.request(.post, "/v1/sessions", body: "{}")
+                    : try await bridge.request(.get, "/v1/public/collections/tasks?subscribe=tasks")
+                #expect([.serviceUnavailable, .gatewayTimeout].contains(reply.status), "\(reply.text)")
+            }
+            #expect(arrivals.withLockedValue { $0 } >= 50, "the upstream was asked again and again")
+            #expect(try await bridge.request(.get, "/healthz").status == .ok)
+            #expect(try await bridge.request(.get, "/readyz").status == .serviceUnavailable)
+            behaves.withLockedValue { $0 = true }
+            try await eventually("ready again") { try await bridge.request(.get, "/readyz").status == .ok }
+            let (token, _) = try await bridge.session()
+            #expect(try await bridge.request(.post, "/v1/methods/echo", token: token, body: "[1]").status == .ok)
+            let read = try await bridge.request(.get, "/v1/public/collections/tasks?subscribe=tasks")
+            #expect(read.status == .ok, "\(read.text)")
+        }
+        await upstream.stop()
     }
 
     /// Random inserts, updates and removes through REST until cancelled or `deadline`; errors

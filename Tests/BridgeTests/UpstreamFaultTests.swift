@@ -5,6 +5,7 @@ import FaultKit
 import Foundation
 import HTTPTypes
 import Logging
+import NIOConcurrencyHelpers
 import Testing
 
 /// Faults of the upstream, each through the public surface: real HTTP against a running bridge
@@ -191,6 +192,42 @@ import Testing
             }
             let span = (returns.last ?? dropped) - dropped
             #expect(span >= .seconds(Double(sessions - burst - 1) / rate), "\(sessions) sessions came back within \(span)")
+        }
+        await upstream.stop()
+    }
+    /// Before the fix the readiness probe's connection closed for good on such a `failed`, its
+    /// service returned, and the service group ended the whole bridge 56 ms after start.
+    @Test(arguments: [
+        ("99", "the upstream supports no DDP version we speak (it offered '99')"),
+        ("1", "the upstream refused DDP version '1', which it names itself")
+    ])
+    func anUpstreamThatRefusesOurVersionsEndsNothing(offered: String, cause: String) async throws {
+        let behaves = NIOLockedValueBox(false)
+        let upstream = FakeUpstream { connection in
+            guard behaves.withLockedValue({ $0 }) else {
+                _ = try await connection.receive("connect")
+                try await connection.send(#"{"msg":"failed","version":"\#(offered)"}"#)
+                while true { _ = try await connection.receive() }
+            }
+            try await connection.handshake()
+            try await connection.serve()
+        }
+        try await upstream.start()
+        try await BridgeHarness.run(upstreamURL: upstream.url, configure: { $0.connectTimeout = .seconds(1) }) { bridge in
+            try await eventually("several refused attempts") { upstream.arrivals.count >= 6 }
+            let ready = try await bridge.request(.get, "/readyz")
+            expectError(ready, .serviceUnavailable, "upstream-unavailable")
+            #expect(ready["reason"]?.stringValue == "The upstream Meteor server is not reachable: \(cause)")
+            #expect(ready.headers[.retryAfter] != nil)
+            #expect(try await bridge.request(.get, "/healthz").status == .ok)
+            // Requests that need the upstream get a 503 naming the cause.
+            let session = try await bridge.request(.post, "/v1/sessions", body: "{}")
+            expectError(session, .serviceUnavailable, "upstream-unavailable")
+            #expect(session["reason"]?.stringValue == "The upstream Meteor server is unreachable: \(cause)", "\(session.text)")
+            // The upstream comes to its senses: the same bridge serves.
+            behaves.withLockedValue { $0 = true }
+            try await eventually("ready again") { try await bridge.request(.get, "/readyz").status == .ok }
+            _ = try await bridge.session()
         }
         await upstream.stop()
     }

@@ -58,14 +58,55 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         #expect(h.machine.transportOpened(at: h.now) == [.send(.connect(version: "pre1", support: ["1", "pre2", "pre1"]))])
     }
 
-    @Test func failedWithAnUnknownVersionStopsWithAClearReason() {
+    @Test func failedWithAnUnknownVersionBacksOffAndTriesAgainSayingWhy() {
         var h = Harness()
         _ = h.machine.start()
         _ = h.machine.transportOpened(at: h.now)
-        let actions = h.receive(.failed(version: "2"))
-        #expect(actions.contains(.closeTransport))
-        #expect(actions.contains(.stateChanged(.closed(reason: "the server supports no DDP version we speak (it offered '2')"))))
-        #expect(h.machine.transportClosed(at: h.now, unit: 0).isEmpty, "no reconnect loop")
+        let reason = "the upstream supports no DDP version we speak (it offered '99')"
+        #expect(h.receive(.failed(version: "99")) == [.warning(reason), .closeTransport])
+        let closed = h.machine.transportClosed(at: h.now, unit: 0.5)
+        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500), reason: reason))))
+        #expect(closed.contains(.scheduleReconnect(after: .milliseconds(500))))
+        // The next attempt offers our preferred version again, and can connect.
+        #expect(h.machine.reconnectTimerFired() == [.stateChanged(.connecting(attempt: 1)), .openTransport])
+        #expect(h.machine.transportOpened(at: h.now) == [.send(.connect(version: "1", support: ["1", "pre2", "pre1"]))])
+        #expect(h.receive(.connected(session: "S")) == [.stateChanged(.connected(session: "S", version: "1"))])
+    }
+
+    @Test func failedNamingTheVersionWeOfferedBacksOffToo() {
+        var h = Harness()
+        _ = h.machine.start()
+        _ = h.machine.transportOpened(at: h.now)
+        let reason = "the upstream refused DDP version '1', which it names itself"
+        #expect(h.receive(.failed(version: "1")) == [.warning(reason), .closeTransport])
+        #expect(h.machine.transportClosed(at: h.now, unit: 0).contains(.stateChanged(.reconnecting(attempt: 1, delay: .zero, reason: reason))))
+    }
+
+    @Test func aServerThatNamesAnotherVersionEachTimeIsNotASpin() {
+        var h = Harness()
+        _ = h.machine.start()
+        _ = h.machine.transportOpened(at: h.now)
+        #expect(h.receive(.failed(version: "pre1")) == [.closeTransport, .scheduleReconnect(after: .zero)])
+        _ = h.machine.transportClosed(at: h.now, unit: 0)
+        _ = h.machine.reconnectTimerFired()
+        _ = h.machine.transportOpened(at: h.now)
+        // Asked again for another version before any `connected`: that one is tried after a backoff.
+        let reason = "the upstream keeps changing the DDP version it asks for (now '1')"
+        #expect(h.receive(.failed(version: "1")) == [.warning(reason), .closeTransport])
+        let closed = h.machine.transportClosed(at: h.now, unit: 0.5)
+        #expect(closed.contains(.scheduleReconnect(after: .milliseconds(500))))
+        _ = h.machine.reconnectTimerFired()
+        #expect(h.machine.transportOpened(at: h.now) == [.send(.connect(version: "1", support: ["1", "pre2", "pre1"]))])
+    }
+
+    @Test func aDeadlineThatClosesTheTransportIsTheReasonOfTheRetry() {
+        var h = Harness()
+        _ = h.machine.start()
+        _ = h.machine.transportOpened(at: h.now)
+        let late = h.now + h.machine.configuration.connectTimeout
+        let reason = "the upstream did not answer the DDP handshake within \(h.machine.configuration.connectTimeout)"
+        #expect(h.machine.tick(at: late) == [.warning(reason), .closeTransport])
+        #expect(h.machine.transportClosed(at: late, unit: 0).contains(.stateChanged(.reconnecting(attempt: 1, delay: .zero, reason: reason))))
     }
 
     @Test func pingsAreAnsweredWithTheirID() {
@@ -214,7 +255,7 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let (pending, _) = h.machine.callMethod("echo", params: ["again"])
 
         let closed = h.machine.transportClosed(at: h.now, unit: 0.5)
-        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500)))))
+        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500), reason: nil))))
         #expect(closed.contains(.scheduleReconnect(after: .milliseconds(500))))
         #expect(h.machine.reconnectTimerFired() == [.stateChanged(.connecting(attempt: 1)), .openTransport])
         _ = h.machine.transportOpened(at: h.now)

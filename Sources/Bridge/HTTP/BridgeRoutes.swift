@@ -16,7 +16,7 @@ struct BridgeRoutes: Sendable {
     var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] {
         [
             (.get, "/healthz", { _, _ in ProbeAnswer.health.response }),
-            (.get, "/readyz", { _, _ in ProbeAnswer.readiness(probe.connection, sessions: registry.count).response }),
+            (.get, "/readyz", { _, _ in readiness.response }),
             (
                 .get, "/metrics",
                 { _, _ in
@@ -71,9 +71,13 @@ struct BridgeRoutes: Sendable {
     @Sendable func probeAnswer(_ path: String) -> ProbeAnswer? {
         switch path {
         case "/healthz": ProbeAnswer.health
-        case "/readyz": ProbeAnswer.readiness(probe.connection, sessions: registry.count, shuttingDown: registry.isShuttingDown)
+        case "/readyz": readiness
         default: nil
         }
+    }
+
+    private var readiness: ProbeAnswer {
+        ProbeAnswer.readiness(probe.connection, failure: probe.failure, sessions: registry.count, shuttingDown: registry.isShuttingDown)
     }
 
     // MARK: - Sessions behind a request

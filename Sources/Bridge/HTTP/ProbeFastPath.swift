@@ -27,7 +27,7 @@ struct ProbeAnswer: Sendable {
 
     /// Readiness: 200 while the upstream is reachable, 503 with `Retry-After` (the time to the
     /// next reconnect attempt, or 5 s) in the bridge's error shape while it is not.
-    static func readiness(_ connection: ConnectionState, sessions: Int, shuttingDown: Bool = false) -> ProbeAnswer {
+    static func readiness(_ connection: ConnectionState, failure: String?, sessions: Int, shuttingDown: Bool) -> ProbeAnswer {
         if shuttingDown {
             let error = BridgeError(
                 .serviceUnavailable, "shutting-down", "The bridge is shutting down; requests in flight finish, new ones belong elsewhere",
@@ -38,9 +38,10 @@ struct ProbeAnswer: Sendable {
             return ProbeAnswer(status: .ok, json: ["status": "ready", "upstream": connection.ejson, "sessions": .int(sessions)])
         }
         var retry = 5
-        if case .reconnecting(_, let delay) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
+        if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
+        let reason = "The upstream Meteor server is not reachable" + (failure.map { ": \($0)" } ?? "")
         let error = BridgeError(
-            .serviceUnavailable, "upstream-unavailable", "The upstream Meteor server is not reachable",
+            .serviceUnavailable, "upstream-unavailable", reason,
             details: ["upstream": connection.ejson], retryAfter: retry)
         return ProbeAnswer(status: error.status, headers: [.retryAfter: String(retry)], json: error.body)
     }

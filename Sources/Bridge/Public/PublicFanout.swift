@@ -121,6 +121,9 @@ public final class PublicFanout: Service, Sendable {
                     .serviceUnavailable, "too-many-public-subscriptions",
                     "The bridge holds its maximum of \(limit) distinct public subscriptions (publication + params)", retryAfter: 30)
             }
+            // Nothing the upstream says closes a connection for good, but one that is closed all
+            // the same is left, not used: its subscriptions go with it and a new one takes its place.
+            state.connections.removeAll { if case .closed = $0.connection { true } else { false } }
             if let holder = state.connections.first(where: { $0.holdsSubscription(name, params) }) {
                 return (holder, try holder.acquireSubscription(name, params, limit: .max, refusal: refusal))
             }

@@ -7,10 +7,10 @@ public import ServiceLifecycle
 /// app is reachable right now (turning false and true as it goes down and comes back).
 public final class ReadinessProbe: Service, Sendable {
     let client: DDPClient
-    private let state: LockedState<ConnectionState>
+    private let state: LockedState<(connection: ConnectionState, failure: String?)>
 
     public init(configuration: BridgeConfiguration, logger: Logger) {
-        let state = LockedState(ConnectionState.idle)
+        let state = LockedState<(connection: ConnectionState, failure: String?)>((.idle, nil))
         self.state = state
         var logger = logger
         logger[metadataKey: "ddp.probe"] = "readiness"
@@ -20,11 +20,15 @@ public final class ReadinessProbe: Service, Sendable {
                 tls: configuration.upstreamTLS, compression: configuration.upstreamCompression),
             logger: logger,
             events: ClosureEventSink { event in
-                if case .stateChanged(let connection) = event { state.withLock { $0 = connection } }
+                if case .stateChanged(let connection) = event {
+                    state.withLock { $0 = (connection, connection.failure(previously: $0.failure)) }
+                }
             })
     }
 
-    public var connection: ConnectionState { state.withLock { $0 } }
+    public var connection: ConnectionState { state.withLock { $0.connection } }
+    /// Why the upstream is not usable (see ``DDP/ConnectionState/failure(previously:)``).
+    public var failure: String? { state.withLock { $0.failure } }
 
     public var isReady: Bool { Self.isReady(connection) }
 
@@ -34,7 +38,13 @@ public final class ReadinessProbe: Service, Sendable {
         return false
     }
 
+    /// Runs until shutdown. The client's `run()` returns only when it is closed or cancelled
+    /// (nothing the upstream says closes it for good), and a service that returned early would
+    /// end the service group, so the probe waits for shutdown whatever happens.
     public func run() async throws {
-        try? await cancelWhenGracefulShutdown { await self.client.run() }
+        try? await cancelWhenGracefulShutdown {
+            await self.client.run()
+            try? await gracefulShutdown()
+        }
     }
 }

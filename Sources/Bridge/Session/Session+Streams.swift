@@ -144,14 +144,27 @@ extension Session.State {
 }
 
 extension ConnectionState {
+    /// Why the upstream is not usable now: the reason the last attempt ended, kept through the
+    /// attempt that follows it, `nil` once connected (for `/readyz` and 503 answers).
+    func failure(previously: String?) -> String? {
+        switch self {
+        case .connected: nil
+        case .reconnecting(_, _, let reason): reason
+        case .closed(let reason): reason
+        case .idle, .connecting: previously
+        }
+    }
+
     /// As `GET /v1/session` and `connection` events report it.
     var ejson: EJSON {
         switch self {
         case .idle: return ["state": "connecting"]
         case .connecting(let attempt): return ["state": "connecting", "attempt": .int(attempt)]
         case .connected(let session, let version): return ["state": "connected", "ddpSession": .string(session), "version": .string(version)]
-        case .reconnecting(let attempt, let delay):
-            return ["state": "reconnecting", "attempt": .int(attempt), "retryIn": .number((delay.seconds * 1000).rounded())]
+        case .reconnecting(let attempt, let delay, let reason):
+            var o: EJSONObject = ["state": "reconnecting", "attempt": .int(attempt), "retryIn": .number((delay.seconds * 1000).rounded())]
+            if let reason { o["reason"] = .string(reason) }
+            return .object(o)
         case .closed(let reason): return ["state": "closed", "reason": .string(reason)]
         }
     }

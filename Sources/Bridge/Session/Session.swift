@@ -16,6 +16,8 @@ public final class Session: Sendable {
         var openStreams = 0
         var subscriptions = SharedSubscriptions()
         var connection: ConnectionState = .idle
+        /// Why the upstream is not usable (``DDP/ConnectionState/failure(previously:)``).
+        var upstreamFailure: String?
         var userID: String?
         /// The bridge itself logged in with a password (so closing the session logs out upstream).
         var loggedInByBridge = false
@@ -112,6 +114,7 @@ public final class Session: Sendable {
             switch event {
             case .stateChanged(let connection):
                 state.connection = connection
+                state.upstreamFailure = connection.failure(previously: state.upstreamFailure)
                 events = state.pipeline.event(.connection, connection.ejson, now: now)
                 switch connection {
                 case .connected:
@@ -207,9 +210,11 @@ public final class Session: Sendable {
 
     /// 503 with the time until the next attempt as `Retry-After`.
     private func unreachable() -> BridgeError {
+        let (connection, failure) = state.withLock { ($0.connection, $0.upstreamFailure) }
         var retry = 5
-        if case .reconnecting(_, let delay) = connection { retry = min(max(1, Int(delay.seconds.rounded(.up))), 300) }
-        return .upstreamUnavailable("The upstream Meteor server is unreachable", retryAfter: retry)
+        if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
+        let reason = "The upstream Meteor server is unreachable" + (failure.map { ": \($0)" } ?? "")
+        return BridgeError(.serviceUnavailable, "upstream-unavailable", reason, details: ["upstream": connection.ejson], retryAfter: retry)
     }
 
     /// Registers a continuation (under a number) with `register`, and ends it through `end` when

@@ -34,6 +34,13 @@ extension DDPConnectionStateMachine {
         /// The upstream sent a message over the size limit (bytes). Re-sending what asked for it
         /// would only loop: the subscriptions still starting and the calls awaiting a result fail.
         case messageTooLarge(limit: Int)
+
+        var reason: String? {
+            switch self {
+            case .other: nil
+            case .messageTooLarge(let limit): "the upstream sent a message over the size limit of \(limit) bytes"
+            }
+        }
     }
 
     enum MethodKind: Sendable, Equatable { case normal, login, logout, resume }

@@ -18,6 +18,11 @@ public struct DDPConnectionStateMachine: Sendable {
     private var connectedAt: Instant?
     /// When the current attempt opened its transport (the DDP handshake has a deadline).
     private var openedAt: Instant?
+    /// Why this side is closing the current transport (an unusable `failed`, a deadline), for
+    /// the `reconnecting` state that follows.
+    private var closingBecause: String?
+    /// A `failed` already moved us to another version since the last `connected`.
+    private var renegotiated = false
 
     private var methods: [String: MethodCall] = [:]
     private var blocks: [MethodBlock] = []
@@ -62,6 +67,7 @@ public struct DDPConnectionStateMachine: Sendable {
         lastReceived = now
         openedAt = now
         pingSentAt = nil
+        closingBecause = nil
         return [.send(.connect(version: version, support: configuration.supportedVersions))]
     }
 
@@ -77,6 +83,8 @@ public struct DDPConnectionStateMachine: Sendable {
         pingSentAt = nil
         reset = nil
         openedAt = nil
+        let reason = closingBecause ?? cause.reason
+        closingBecause = nil
         // The backoff starts over only after a connection that stayed up: one that connects and
         // then fails at once (an oversized document, a crashing publication) keeps backing off.
         if let connectedAt, now - connectedAt >= configuration.healthyAfter { attempt = 0 }
@@ -96,7 +104,7 @@ public struct DDPConnectionStateMachine: Sendable {
         }
         let delay = configuration.reconnect.delay(attempt: attempt, unit: unit)
         attempt += 1
-        actions.append(.stateChanged(.reconnecting(attempt: attempt, delay: delay)))
+        actions.append(.stateChanged(.reconnecting(attempt: attempt, delay: delay, reason: reason)))
         actions.append(.scheduleReconnect(after: delay))
         return actions
     }
@@ -131,6 +139,7 @@ public struct DDPConnectionStateMachine: Sendable {
         if let pingSentAt {
             if now - pingSentAt >= configuration.heartbeatTimeout {
                 self.pingSentAt = nil
+                closingBecause = "the upstream did not answer a ping within \(configuration.heartbeatTimeout)"
                 return [.closeTransport]
             }
             return []
@@ -139,7 +148,9 @@ public struct DDPConnectionStateMachine: Sendable {
         if phase == .connecting {
             guard let openedAt, now - openedAt >= configuration.connectTimeout else { return [] }
             self.openedAt = nil
-            return [.warning("the upstream did not answer the DDP handshake within \(configuration.connectTimeout)"), .closeTransport]
+            let reason = "the upstream did not answer the DDP handshake within \(configuration.connectTimeout)"
+            closingBecause = reason
+            return [.warning(reason), .closeTransport]
         }
         if let current = reset, now - current.startedAt >= configuration.resyncTimeout {
             return resyncTimedOut()
@@ -173,6 +184,7 @@ public struct DDPConnectionStateMachine: Sendable {
         guard phase == .connecting else { return [] }
         phase = .connected
         sessionID = session
+        renegotiated = false
         connectedAt = lastReceived
         openedAt = nil
         var actions: [Action] = [.stateChanged(.connected(session: session, version: version))]
@@ -204,15 +216,33 @@ public struct DDPConnectionStateMachine: Sendable {
         return actions
     }
 
+    /// The server refused our version. One it names that we speak (and did not just offer) is
+    /// tried at once; anything else (a version we do not speak, the one we offered, none) is an
+    /// upstream fault like any other: the transport closes and the connection backs off and tries
+    /// again from our preferred version, saying why. Nothing the server says closes it for good.
     private mutating func failed(_ offered: String) -> [Action] {
         guard phase == .connecting else { return [] }
         if offered != version, configuration.supportedVersions.contains(offered) {
-            // Reconnect at once with the version the server prefers.
             version = offered
-            phase = .waitingToReconnect
-            return [.closeTransport, .scheduleReconnect(after: .zero)]
+            if !renegotiated {
+                // Reconnect at once with the version the server prefers.
+                renegotiated = true
+                phase = .waitingToReconnect
+                return [.closeTransport, .scheduleReconnect(after: .zero)]
+            }
+            // A server that names another version each time would make that a spin: back off.
+            let reason = "the upstream keeps changing the DDP version it asks for (now '\(offered)')"
+            closingBecause = reason
+            return [.warning(reason), .closeTransport]
         }
-        return close(reason: "the server supports no DDP version we speak (it offered '\(offered)')")
+        let shown = offered.count > 32 ? String(offered.prefix(32)) + "…" : offered
+        let reason =
+            offered == version
+            ? "the upstream refused DDP version '\(shown)', which it names itself"
+            : "the upstream supports no DDP version we speak (it offered '\(shown)')"
+        version = configuration.supportedVersions[0]
+        closingBecause = reason
+        return [.warning(reason), .closeTransport]
     }
 
     private mutating func dataMessage(_ message: ServerMessage) -> [Action] {
