@@ -219,6 +219,48 @@ import Testing
         }
     }
 
+    /// One address filled the process-wide cap on distinct public subscriptions with reads of
+    /// distinct params (~100 reads in 0.2 s), and everyone else's new public reads and streams
+    /// got 503 for as long as it went on. An address now has a share; reading or streaming a
+    /// subscription that exists is free; params that differ only in key order are one subscription.
+    @Test func oneAddressCannotTakeEveryPublicSubscription() async throws {
+        try await Self.run(
+            configure: {
+                $0.publicMaxSubscriptions = 6
+                $0.publicMaxSubscriptionsPerAddress = 3
+                $0.publicConnections = 1
+                $0.subscriptionLinger = .seconds(60)
+                $0.trustedProxies = [IPRange("127.0.0.1")!]
+            }
+        ) { h, port in
+            let attacker: HTTPFields = [.init("X-Forwarded-For")!: "203.0.113.9"]
+            let other: HTTPFields = [.init("X-Forwarded-For")!: "198.51.100.7"]
+            func read(_ params: String, _ headers: HTTPFields) async throws -> BridgeHarness.Reply {
+                try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&params=\(urlEncoded(params))", headers: headers)
+            }
+            for n in 0..<3 { #expect(try await read("[\(n)]", attacker).status == .ok) }
+            let refused = try await read("[3]", attacker)
+            expectError(refused, .tooManyRequests, "too-many-public-subscriptions-from-address")
+            #expect(refused.headers[.retryAfter] != nil)
+            // Streams count against the same share.
+            let stream = try await h.request(.get, "/v1/public/events?subscribe=tasks&params=\(urlEncoded("[4]"))", headers: attacker)
+            expectError(stream, .tooManyRequests, "too-many-public-subscriptions-from-address")
+            // Another address is served, and the same params in another key order are one subscription.
+            let first = try await read(#"[{"listId":"inbox","x":1}]"#, other)
+            let reordered = try await read(#"[{"x":1,"listId":"inbox"}]"#, other)
+            #expect(first.status == .ok && reordered.status == .ok && reordered.text == first.text, "\(reordered.text)")
+            #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 4)
+            try await withEventStream(port: port, "/v1/public/events?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"work"}]"#))&snapshot=true", token: nil) {
+                stream in
+                try await stream.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
+            }
+            // What exists is free to read for the address whose share is spent.
+            #expect(try await read(#"[{"listId":"inbox","x":1}]"#, attacker).status == .ok)
+            #expect(try await read("[0]", attacker).status == .ok)
+            #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 5)
+        }
+    }
+
     /// A reader that hangs up frees its place at once (its connection's close ends the stream),
     /// not at the next write: with heartbeats a minute apart, a public reader's per-address slot
     /// and a session's stream slot come back within moments. Failed before: both were held until

@@ -186,3 +186,15 @@ import Testing
         #expect(try EJSONParser.parse(#"{"$escape":{"$escape":{"$date":5}}}"#) == ["$escape": .date(5)])
     }
 }
+
+@Suite struct EJSONKeyOrderTests {
+    @Test func keysSortedMakesValuesThatDifferOnlyInKeyOrderOne() throws {
+        let a = try EJSONParser.parse(#"[{"b":{"y":1,"x":[{"d":1,"c":2}]},"a":{"$date":5}},"s"]"#)
+        let b = try EJSONParser.parse(#"[{"a":{"$date":5},"b":{"x":[{"c":2,"d":1}],"y":1}},"s"]"#)
+        #expect(EJSONWriter.encode(a) != EJSONWriter.encode(b))
+        #expect(EJSONWriter.encode(a.keysSorted) == EJSONWriter.encode(b.keysSorted))
+        #expect(String(decoding: EJSONWriter.encode(a.keysSorted), as: UTF8.self) == #"[{"a":{"$date":5},"b":{"x":[{"c":2,"d":1}],"y":1}},"s"]"#)
+        // Arrays keep their order.
+        #expect(try EJSONParser.parse("[2,1]").keysSorted != EJSONParser.parse("[1,2]").keysSorted)
+    }
+}

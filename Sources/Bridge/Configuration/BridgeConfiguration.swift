@@ -77,6 +77,9 @@ public struct BridgeConfiguration: Sendable {
     public var publicConnections = 1
     /// Distinct public subscriptions (publication + params) at once, over all those connections.
     public var publicMaxSubscriptions = 100
+    /// Of those, how many one client address may make (a subscription counts against the address
+    /// that made it until it is stopped; joining one that exists costs nothing).
+    public var publicMaxSubscriptionsPerAddress = 10
     /// Open public streams in all, and per client address.
     public var publicMaxReaders = 20_000
     public var publicMaxReadersPerAddress = 100

@@ -253,6 +253,10 @@ public struct Settings: Sendable {
         integer(
             "public-max-subscriptions", "Distinct public subscriptions (publication + params) at once", \.configuration.publicMaxSubscriptions,
             maximum: 100_000),
+        integer(
+            "public-max-subscriptions-per-address",
+            "Distinct public subscriptions one client address may make while they are held (reading one that exists is free)",
+            \.configuration.publicMaxSubscriptionsPerAddress, minimum: 1, maximum: 100_000),
         integer("public-max-readers", "Open public streams in all", \.configuration.publicMaxReaders, maximum: 10_000_000),
         integer(
             "public-max-readers-per-address", "Open public streams per client address", \.configuration.publicMaxReadersPerAddress,

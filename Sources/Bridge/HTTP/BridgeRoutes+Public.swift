@@ -23,7 +23,7 @@ extension BridgeRoutes {
         let id: String
         let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit, counters: registry.metrics.publicStreams)
         do {
-            (session, id) = try await fanout.subscribe(name, params)
+            (session, id) = try await fanout.subscribe(name, params, from: address)
         } catch {
             fanout.readerLeft(from: address)
             throw error
@@ -60,7 +60,11 @@ extension BridgeRoutes {
         let collectionName = try collectionName(context)
         let (name, params) = try Self.publicSubscription(request)
         let query = try documentQuery(request)
-        let (session, id) = try await fanout.subscribe(name, params)
+        // A read holds a reader's place while it runs, like a stream.
+        let address = RequestInput.clientAddress(request, context, configuration: configuration)
+        try fanout.admitReader(from: address)
+        defer { fanout.readerLeft(from: address) }
+        let (session, id) = try await fanout.subscribe(name, params, from: address)
         // The reference goes when the read is done; the subscription lingers for the next reader.
         defer { fanout.release(session, id) }
         let collection = await session.client.collection(collectionName)

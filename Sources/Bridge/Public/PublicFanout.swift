@@ -29,6 +29,10 @@ public final class PublicFanout: Service, Sendable {
         /// Open public streams, in all and by client address.
         var readers = 0
         var perAddress: [String: Int] = [:]
+        /// The address that made each distinct public subscription still held (by its key), and
+        /// how many each address made: an address's share of ``BridgeConfiguration/publicMaxSubscriptions``.
+        var makers: [String: String] = [:]
+        var madeBy: [String: Int] = [:]
         var shuttingDown = false
     }
 
@@ -93,11 +97,14 @@ public final class PublicFanout: Service, Sendable {
 
     /// A reference to the public subscription for name + params (made upstream if it is new,
     /// on the connection chosen for it), ready and connected, or an error: 403/400 for what is
-    /// not public, 503 past the distinct subscriptions allowed or without an upstream, 504 when
-    /// it does not get ready in time. Release it with ``release(_:_:)``.
-    func subscribe(_ name: String, _ params: [EJSON]) async throws -> (session: Session, id: String) {
+    /// not public, 503 past the distinct subscriptions allowed or without an upstream, 429 past
+    /// those `address` may make, 504 when it does not get ready in time. Release it with
+    /// ``release(_:_:)``. Params are taken with their objects' keys sorted (``DDP/EJSON/keysSorted``),
+    /// so the same params written in another key order are the same subscription.
+    func subscribe(_ name: String, _ params: [EJSON], from address: String) async throws -> (session: Session, id: String) {
         try publications.check(name, params)
-        let (session, id) = try place(name, params)
+        let params = params.map(\.keysSorted)
+        let (session, id) = try place(name, params, from: address)
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
         } catch {
@@ -112,8 +119,9 @@ public final class PublicFanout: Service, Sendable {
     func release(_ session: Session, _ id: String) { _ = session.unsubscribe(id) }
 
     /// Finds the connection holding the subscription, or places a new one: on an unused
-    /// connection while the pool has room, else on the connection with the fewest.
-    private func place(_ name: String, _ params: [EJSON]) throws(BridgeError) -> (Session, String) {
+    /// connection while the pool has room, else on the connection with the fewest. A new one
+    /// counts against `address`'s share until it is stopped.
+    private func place(_ name: String, _ params: [EJSON], from address: String) throws(BridgeError) -> (Session, String) {
         try state.withLock { state throws(BridgeError) -> (Session, String) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             let refusal = { (limit: Int) in
@@ -129,6 +137,13 @@ public final class PublicFanout: Service, Sendable {
             }
             let counts = state.connections.map(\.subscriptionCount)
             guard counts.reduce(0, +) < configuration.publicMaxSubscriptions else { throw refusal(configuration.publicMaxSubscriptions) }
+            let share = configuration.publicMaxSubscriptionsPerAddress
+            guard state.madeBy[address, default: 0] < share else {
+                throw BridgeError(
+                    .tooManyRequests, "too-many-public-subscriptions-from-address",
+                    "This address made its maximum of \(share) distinct public subscriptions (publication + params) still held; read those, or retry once they are released",
+                    retryAfter: max(1, Int(configuration.subscriptionLinger.wholeSeconds) + 1))
+            }
             let session: Session
             if let unused = counts.firstIndex(of: 0) {
                 session = state.connections[unused]
@@ -143,7 +158,22 @@ public final class PublicFanout: Service, Sendable {
                 let fewest = counts.indices.min { counts[$0] < counts[$1] } ?? 0
                 session = state.connections[fewest]
             }
-            return (session, try session.acquireSubscription(name, params, limit: .max, refusal: refusal))
+            let id = try session.acquireSubscription(name, params, limit: .max, refusal: refusal)
+            state.makers[SharedSubscriptions.key(name, params)] = address
+            state.madeBy[address, default: 0] += 1
+            return (session, id)
+        }
+    }
+
+    /// Gives each address back its share of the subscriptions no connection holds any more.
+    private func forgetStopped() {
+        state.withLock { state in
+            guard !state.makers.isEmpty else { return }
+            for (key, address) in state.makers where !state.connections.contains(where: { $0.holdsSubscription(key: key) }) {
+                state.makers[key] = nil
+                let left = state.madeBy[address, default: 1] - 1
+                state.madeBy[address] = left > 0 ? left : nil
+            }
         }
     }
 
@@ -196,6 +226,7 @@ public final class PublicFanout: Service, Sendable {
             let now = ContinuousClock.now
             let all = state.withLock { $0.connections }
             for session in all { await session.releaseLingering(now: now) }
+            forgetStopped()
             sinceHeartbeat += step
             if sinceHeartbeat >= configuration.heartbeatInterval {
                 sinceHeartbeat = .zero

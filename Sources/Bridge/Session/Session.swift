@@ -313,9 +313,9 @@ public final class Session: Sendable {
     }
 
     /// Whether the session holds a subscription for name and params (referenced or lingering).
-    func holdsSubscription(_ name: String, _ params: [EJSON]) -> Bool {
-        state.withLock { $0.subscriptions.id(forKey: SharedSubscriptions.key(name, params)) != nil }
-    }
+    func holdsSubscription(_ name: String, _ params: [EJSON]) -> Bool { holdsSubscription(key: SharedSubscriptions.key(name, params)) }
+
+    func holdsSubscription(key: String) -> Bool { state.withLock { $0.subscriptions.id(forKey: key) != nil } }
 
     var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
 

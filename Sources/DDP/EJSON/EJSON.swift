@@ -112,3 +112,18 @@ extension EJSON: CustomStringConvertible {
     /// The compact EJSON text of the value.
     public var description: String { String(decoding: EJSONWriter.encode(self), as: UTF8.self) }
 }
+
+extension EJSON {
+    /// The same value with every object's keys in one order (by their UTF-8 bytes), recursively:
+    /// values that differ only in key order become one, so they share one key and one encoding.
+    public var keysSorted: EJSON {
+        switch self {
+        case .array(let items): return .array(items.map(\.keysSorted))
+        case .object(let object):
+            let fields = object.fields.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            return .object(EJSONObject(uniqueFieldsInOrder: fields.map { EJSONObject.Field(key: $0.key, value: $0.value.keysSorted) }))
+        case .custom(let type, let value): return .custom(type: type, value: value.keysSorted)
+        case .null, .bool, .number, .string, .date, .binary, .regexp: return self
+        }
+    }
+}
