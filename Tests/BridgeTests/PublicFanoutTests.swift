@@ -250,7 +250,9 @@ import Testing
             let reordered = try await read(#"[{"x":1,"listId":"inbox"}]"#, other)
             #expect(first.status == .ok && reordered.status == .ok && reordered.text == first.text, "\(reordered.text)")
             #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 4)
-            try await withEventStream(port: port, "/v1/public/events?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"work"}]"#))&snapshot=true", token: nil) {
+            try await withEventStream(
+                port: port, "/v1/public/events?subscribe=tasks&params=\(urlEncoded(#"[{"listId":"work"}]"#))&snapshot=true", token: nil
+            ) {
                 stream in
                 try await stream.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
             }
