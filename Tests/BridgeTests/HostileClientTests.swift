@@ -1,5 +1,6 @@
 import Bridge
 import DDP
+import DDPServer
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -175,6 +176,30 @@ import Testing
             #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[50]}"#).status == .created)
             let kept = try await h.request(.get, "/v1/collections/bulk?limit=1000", token: token)
             #expect(kept["documents"]?.arrayValue?.count == 50, "\(kept.text.prefix(200))")
+        }
+    }
+
+    /// Subscription params were bounded only by the body limit and kept for the session's life
+    /// (and in its store): 1 MiB params cost ~2.1 MiB each, 100 of them ~210 MiB per session.
+    @Test func subscriptionParamsLargerThanTheirLimitAreRefusedAndNothingIsKept() async throws {
+        try await BridgeHarness.run(configure: { $0.maxSubscriptionParamsSize = 1024 }) { h in
+            let (token, _) = try await h.session()
+            let big = "[\"" + String(repeating: "x", count: 2_000) + "\"]"
+            let refused = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks","params":\#(big)}"#)
+            expectError(refused, .contentTooLarge, "params-too-large")
+            #expect(refused["reason"]?.stringValue?.contains("at most 1024 bytes") == true, "\(refused.text)")
+            let group = try await h.request(
+                .post, "/v1/subscriptions", token: token, body: #"[{"name":"typed"},{"name":"tasks","params":\#(big)}]"#)
+            #expect(group.status == .contentTooLarge, "\(group.text)")
+            let stream = try await h.request(.get, "/v1/events?subscribe=tasks&params=\(urlEncoded(big))", token: token)
+            expectError(stream, .contentTooLarge, "params-too-large")
+            let held = try await h.request(.get, "/v1/subscriptions", token: token)
+            #expect(held.json.arrayValue?.compactMap { $0["name"]?.stringValue } == ["typed"], "the group's other member: \(held.text)")
+            #expect(await h.upstream.core.subscriptionCount(named: "tasks") == 0)
+            // Within the limit, it is served.
+            let fits = try await h.request(
+                .post, "/v1/subscriptions", token: token, body: #"{"name":"tasks","params":["\#(String(repeating: "x", count: 900))"]}"#)
+            #expect(fits.status == .created, "\(fits.text)")
         }
     }
 

@@ -77,6 +77,9 @@ public struct BridgeConfiguration: Sendable {
     public var publicConnections = 1
     /// Distinct public subscriptions (publication + params) at once, over all those connections.
     public var publicMaxSubscriptions = 100
+    /// Bytes a session subscription's name and params may take as JSON (they are kept for the
+    /// session's life, and in its store); more is refused with 413.
+    public var maxSubscriptionParamsSize = 64 << 10
     /// Of those, how many one client address may make (a subscription counts against the address
     /// that made it until it is stopped; joining one that exists costs nothing).
     public var publicMaxSubscriptionsPerAddress = 10

@@ -173,6 +173,9 @@ public struct Settings: Sendable {
         integer("max-sessions", "Sessions in total", \.configuration.maxSessions),
         integer("max-sessions-per-address", "Sessions per client address", \.configuration.maxSessionsPerAddress),
         integer("max-subscriptions-per-session", "Subscriptions per session", \.configuration.maxSubscriptionsPerSession),
+        integer(
+            "max-subscription-params-size", "Bytes of JSON a session subscription's name and params may take (kept for the session's life)",
+            \.configuration.maxSubscriptionParamsSize, minimum: 64, maximum: 1 << 30),
         integer("max-streams-per-session", "Open event streams per session", \.configuration.maxStreamsPerSession),
         integer("max-body-size", "Largest request body in bytes", \.configuration.maxBodySize, minimum: 64),
         custom(

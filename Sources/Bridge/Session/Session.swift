@@ -293,6 +293,13 @@ public final class Session: Sendable {
     /// Subscribes (or shares the identical subscription already made); waits for `ready` when asked.
     /// `transient`: the reference an event stream holds while it is open (not kept in a store).
     func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration, transient: Bool = false) async throws -> SubscriptionInfo {
+        // A subscription's name and params are kept for the session's life (and in its store).
+        let size = name.utf8.count + EJSONWriter.encode(.array(params)).count
+        guard size <= configuration.maxSubscriptionParamsSize else {
+            throw BridgeError(
+                .contentTooLarge, "params-too-large",
+                "A subscription's name and params may take at most \(configuration.maxSubscriptionParamsSize) bytes of JSON; these take \(size)")
+        }
         let acquired = try acquireSubscription(name, params, limit: configuration.maxSubscriptionsPerSession, transient: transient) {
             BridgeError(.tooManyRequests, "too-many-subscriptions", "A session may hold at most \($0) subscriptions")
         }
