@@ -24,7 +24,7 @@ public enum BridgeApplication {
         router.middlewares.add(SecurityHeadersMiddleware())
         router.middlewares.add(ErrorShapeMiddleware())
         router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
-        router.middlewares.add(RequestHygieneMiddleware())
+        router.middlewares.add(RequestHygieneMiddleware(configuration: configuration))
         if let folder = configuration.publicFolder {
             // Innermost: a path no route takes is looked up in the console's folder.
             router.middlewares.add(ConsoleFiles.middleware(folder: folder, logger: logger))

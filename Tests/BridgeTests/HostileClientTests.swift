@@ -203,6 +203,74 @@ import Testing
         }
     }
 
+    /// Login CSRF: a form on another site posted valid credentials as `text/plain` or form data
+    /// and got 201 with `Set-Cookie` (the visitor's browser logged into the attacker's account);
+    /// `POST /v1/users` made an account likewise. The origin check ran only when a cookie was sent.
+    @Test func aWriteFromAnOriginTheCORSSettingsDoNotAllowChangesNothing() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let credentials = #"{"username":"alice","password":"secret"}"#
+            for (index, contentType) in ["text/plain", "application/x-www-form-urlencoded", "application/json"].enumerated() {
+                for path in ["/v1/sessions", "/v1/users"] {
+                    let body = path == "/v1/users" ? #"{"username":"mallory-\#(index)","password":"pw"}"# : credentials
+                    let reply = try await rawRequest(
+                        port: port, .POST, path, headers: [("Origin", "https://evil.example"), ("Content-Type", contentType)], body: body)
+                    #expect(reply.status == 403 && reply.body.contains("origin-not-allowed"), "\(path) \(contentType): \(reply.body)")
+                    #expect(reply.headers["Set-Cookie"].isEmpty)
+                }
+            }
+            #expect(try await h.upstream.core.find("users", ["username": ["$in": ["mallory-0", "mallory-1", "mallory-2"]]]).isEmpty, "no account")
+            // Without an Origin (curl, services) nothing changes: curl's default form content type logs in.
+            let curl = try await rawRequest(
+                port: port, .POST, "/v1/sessions", headers: [("Content-Type", "application/x-www-form-urlencoded")], body: credentials)
+            #expect(curl.status == 201 && curl.headers["Set-Cookie"].count == 1, "\(curl.body)")
+            // The bridge's own pages (the console) are the Host's origin.
+            let console = try await rawRequest(
+                port: port, .POST, "/v1/sessions",
+                headers: [("Host", "127.0.0.1:\(port)"), ("Origin", "http://127.0.0.1:\(port)"), ("Content-Type", "application/json")],
+                body: credentials)
+            #expect(console.status == 201 && console.headers["Set-Cookie"].count == 1, "\(console.body)")
+            // Reads stay open to any origin (CORS decides whether a browser may see them).
+            let read = try await rawRequest(port: port, .GET, "/v1/public/publications", headers: [("Origin", "https://evil.example")])
+            #expect(read.status == 200)
+        }
+        // `*` admits any origin without credentials: it may log in with JSON, and gets no cookie.
+        try await BridgeHarness.run(configure: { $0.corsOrigins = ["*", "http://app.example"] }) { h in
+            let port = try #require(h.client.port)
+            let credentials = #"{"username":"alice","password":"secret"}"#
+            let anyone = try await rawRequest(
+                port: port, .POST, "/v1/sessions", headers: [("Origin", "https://elsewhere.example"), ("Content-Type", "application/json")],
+                body: credentials)
+            #expect(anyone.status == 201 && anyone.headers["Set-Cookie"].isEmpty, "\(anyone.headers)")
+            let listed = try await rawRequest(
+                port: port, .POST, "/v1/sessions", headers: [("Origin", "http://app.example"), ("Content-Type", "application/json")],
+                body: credentials)
+            #expect(listed.status == 201 && listed.headers["Set-Cookie"].count == 1)
+        }
+    }
+
+    /// `Set-Cookie` never carried `Secure`, even behind a TLS-terminating proxy.
+    @Test func theSessionCookieIsSecureBehindATLSProxyOrWhenAsked() async throws {
+        try await BridgeHarness.run(configure: { $0.trustedProxies = [IPRange("127.0.0.1")!] }) { h in
+            let port = try #require(h.client.port)
+            let viaTLS = try await rawRequest(port: port, .POST, "/v1/sessions", headers: [("X-Forwarded-Proto", "https")], body: "{}")
+            #expect(viaTLS.headers["Set-Cookie"].first?.hasSuffix("; Secure") == true, "\(viaTLS.headers)")
+            let plain = try await rawRequest(port: port, .POST, "/v1/sessions", headers: [("X-Forwarded-Proto", "http")], body: "{}")
+            #expect(plain.headers["Set-Cookie"].first?.contains("Secure") == false)
+        }
+        // From a peer that is not a trusted proxy, the header means nothing; `always` needs none.
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let untrusted = try await rawRequest(port: port, .POST, "/v1/sessions", headers: [("X-Forwarded-Proto", "https")], body: "{}")
+            #expect(untrusted.headers["Set-Cookie"].first?.contains("Secure") == false)
+        }
+        try await BridgeHarness.run(configure: { $0.cookieSecurity = .always }) { h in
+            let port = try #require(h.client.port)
+            let always = try await rawRequest(port: port, .POST, "/v1/sessions", headers: [], body: "{}")
+            #expect(always.headers["Set-Cookie"].first?.hasSuffix("; Secure") == true)
+        }
+    }
+
     @Test func corsForAnyOriginNeverCarriesCredentials() async throws {
         try await BridgeHarness.run(configure: { $0.corsOrigins = ["*", "http://app.example"] }) { h in
             // Before the fix `*` reflected every origin with Allow-Credentials: any page could use a visitor's cookie.

@@ -178,6 +178,18 @@ extension SSEReader {
 func requestOnOwnConnection(port: Int, _ method: HTTPMethod, _ path: String, token: String?, body: String? = nil) async throws -> (
     status: Int, body: String
 ) {
+    var headers: [(String, String)] = []
+    if let token { headers.append(("Authorization", "Bearer \(token)")) }
+    if body != nil { headers.append(("Content-Type", "application/json")) }
+    let reply = try await rawRequest(port: port, method, path, headers: headers, body: body)
+    return (reply.status, reply.body)
+}
+
+/// One request exactly as given (`Host: 127.0.0.1` unless `headers` names one), on a connection of
+/// its own; returns the status, the response headers and the body.
+func rawRequest(port: Int, _ method: HTTPMethod, _ path: String, headers given: [(String, String)], body: String? = nil) async throws -> (
+    status: Int, headers: HTTPHeaders, body: String
+) {
     let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
         .connect(host: "127.0.0.1", port: port) { channel in
             channel.eventLoop.makeCompletedFuture {
@@ -185,25 +197,26 @@ func requestOnOwnConnection(port: Int, _ method: HTTPMethod, _ path: String, tok
                 return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
             }
         }
-    var headers = HTTPHeaders([("Host", "127.0.0.1"), ("Connection", "close")])
-    if let token { headers.add(name: "Authorization", value: "Bearer \(token)") }
-    if let body {
-        headers.add(name: "Content-Type", value: "application/json")
-        headers.add(name: "Content-Length", value: String(body.utf8.count))
-    }
+    var headers = HTTPHeaders([("Connection", "close")])
+    if !given.contains(where: { $0.0.lowercased() == "host" }) { headers.add(name: "Host", value: "127.0.0.1") }
+    headers.add(contentsOf: given)
+    if let body { headers.add(name: "Content-Length", value: String(body.utf8.count)) }
     return try await channel.executeThenClose { inbound, outbound in
         try await outbound.write(.head(HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: headers)))
         if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(string: body)))) }
         try await outbound.write(.end(nil))
         var status = 0
+        var responseHeaders = HTTPHeaders()
         var text = ""
         for try await part in inbound {
             switch part {
-            case .head(let head): status = Int(head.status.code)
+            case .head(let head):
+                status = Int(head.status.code)
+                responseHeaders = head.headers
             case .body(let buffer): text += String(buffer: buffer)
-            case .end: return (status, text)
+            case .end: return (status, responseHeaders, text)
             }
         }
-        return (status, text)
+        return (status, responseHeaders, text)
     }
 }

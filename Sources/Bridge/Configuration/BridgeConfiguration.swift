@@ -53,6 +53,8 @@ public struct BridgeConfiguration: Sendable {
     public var maxStreamsPerSession = 16
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.
     public var corsOrigins: [String] = []
+    /// When the session cookie carries `Secure`.
+    public var cookieSecurity: CookieSecurity = .auto
     /// The `retry:` hint streams start with, in milliseconds.
     public var streamRetryMilliseconds = 2_000
     /// A client connection must send a whole request head (and keep its body coming) within this

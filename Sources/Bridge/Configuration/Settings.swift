@@ -291,6 +291,14 @@ public struct Settings: Sendable {
             settings.configuration.corsOrigins = origins
         },
         custom(
+            "cookie-secure",
+            "When the session cookie carries Secure: auto (when a trusted proxy says X-Forwarded-Proto: https), always or never",
+            show: { $0.configuration.cookieSecurity.rawValue }
+        ) { value, settings in
+            guard let choice = CookieSecurity(rawValue: value.text) else { throw value.invalid("must be auto, always or never, got '\(value.text)'") }
+            settings.configuration.cookieSecurity = choice
+        },
+        custom(
             "session-store",
             "Where sessions are kept so they survive a restart: sqlite (a file under --data-dir), postgres://user:password@host:port/database (shared by replicas; ?sslmode=disable|prefer|require) or memory; only with --session-key",
             show: { $0.configuration.sessionStore.description }

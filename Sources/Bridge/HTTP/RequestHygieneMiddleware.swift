@@ -10,15 +10,38 @@ import Hummingbird
 /// - a write authenticated by the session cookie alone must be `application/json` (403 otherwise,
 ///   even without a body): a cross-site form can post `text/plain` or form data with the user's
 ///   cookie, but not JSON.
-/// Both are authentication failures (401, 403), answered before the route runs.
+/// - a write from an `Origin` the CORS settings do not allow is 403 (``OriginPolicy``), and no
+///   answer to an origin without credentials sets a cookie;
+/// Each is an authentication failure (401, 403), answered before the route runs. The session
+/// cookie gets `Secure` as ``CookieSecurity`` says.
 struct RequestHygieneMiddleware: RouterMiddleware {
     typealias Context = BridgeRequestContext
+    let origins: OriginPolicy
+    let cookieSecurity: CookieSecurity
+    let configuration: BridgeConfiguration
+
+    init(configuration: BridgeConfiguration) {
+        self.origins = OriginPolicy(corsOrigins: configuration.corsOrigins)
+        self.cookieSecurity = configuration.cookieSecurity
+        self.configuration = configuration
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if let query = request.uri.query, let bad = QueryString.firstUndecodableParameter(query) {
             throw BridgeError.badRequest("the query parameter '\(bad)' is not valid percent-encoded UTF-8")
         }
+        let origin = request.headers[.origin]
+        var hosts = [request.head.authority ?? ""]
+        if let forwarded = request.headers[.init("X-Forwarded-Host")!], fromTrustedProxy(context) {
+            hosts += forwarded.split(separator: ",").map { String(RequestInput.trimmed($0)) }
+        }
+        let standing = origins.standing(origin: origin, hosts: hosts)
         if request.method != .get, request.method != .head, request.method != .options {
+            if standing == .refused {
+                throw BridgeError(
+                    .forbidden, "origin-not-allowed",
+                    "Requests from the origin '\(origin?.prefix(200) ?? "")' may not write here (it is not among the bridge's CORS origins)")
+            }
             let bearer = request.headers[.authorization].map { $0.prefix(7).lowercased() == "bearer " } ?? false
             // Refused as authentication failures (401/403), before anything else is looked at.
             if !bearer, RequestInput.query(request, "token") != nil {
@@ -32,7 +55,32 @@ struct RequestHygieneMiddleware: RouterMiddleware {
                     "a write authenticated by the session cookie must be sent as Content-Type: application/json")
             }
         }
-        return try await next(request, context)
+        var response = try await next(request, context)
+        if response.headers[.setCookie] != nil {
+            if standing != .credentialed {
+                response.headers[.setCookie] = nil
+            } else if isSecure(request, context) {
+                response.headers[values: .setCookie] = response.headers[values: .setCookie].map { $0 + "; Secure" }
+            }
+        }
+        return response
+    }
+
+    /// Whether the session cookie gets `Secure`: always, never, or when a trusted proxy says the
+    /// client's connection was TLS.
+    private func isSecure(_ request: Request, _ context: Context) -> Bool {
+        switch cookieSecurity {
+        case .always: return true
+        case .never: return false
+        case .auto:
+            guard let proto = request.headers[.init("X-Forwarded-Proto")!], fromTrustedProxy(context) else { return false }
+            return proto.split(separator: ",").last.map { RequestInput.trimmed($0).lowercased() } == "https"
+        }
+    }
+
+    private func fromTrustedProxy(_ context: Context) -> Bool {
+        let peer = context.remoteAddress?.ipAddress ?? ""
+        return configuration.trustForwardedFor || configuration.trustedProxies.contains { $0.contains(Substring(peer)) }
     }
 
     static func isJSON(_ contentType: String?) -> Bool {
