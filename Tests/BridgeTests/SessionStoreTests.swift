@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Logging
+import NIOPosix
 import SQLiteNIO
 import Testing
 
@@ -297,8 +298,14 @@ import Testing
                 }
             }
             let all = tokens.withLock { $0 }
+            // The holder has a thread of its own: on the shared pool (two threads here) its COMMIT
+            // could wait behind the bridge's open, which waits for the holder's lock (busy_timeout).
+            let pool = NIOThreadPool(numberOfThreads: 1)
+            pool.start()
+            defer { pool.shutdownGracefully { _ in } }
             let holder = try await SQLiteConnection.open(
-                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), logger: Logger(label: "holder"))
+                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), threadPool: pool,
+                logger: Logger(label: "holder"), on: MultiThreadedEventLoopGroup.singleton.any())
             _ = try await holder.query("PRAGMA locking_mode = EXCLUSIVE", [])
             _ = try await holder.query("BEGIN EXCLUSIVE", [])
             let (lines, logger) = LogLines.logger(level: .info)
@@ -329,8 +336,14 @@ import Testing
         let key = SessionKey.random()
         try await Self.withUpstream { _, url in
             let kept = LockedState<(token: String, subscriptions: EJSON?)>(("", nil))
+            // The holder has a thread of its own: on the shared pool (two threads here) its COMMIT
+            // could wait behind the bridge's open, which waits for the holder's lock (busy_timeout).
+            let pool = NIOThreadPool(numberOfThreads: 1)
+            pool.start()
+            defer { pool.shutdownGracefully { _ in } }
             let holder = try await SQLiteConnection.open(
-                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), logger: Logger(label: "holder"))
+                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), threadPool: pool,
+                logger: Logger(label: "holder"), on: MultiThreadedEventLoopGroup.singleton.any())
             try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
                 let (token, _) = try await h.session()
                 #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#).status == .created)
@@ -408,6 +421,37 @@ import Testing
             let unknown = try await h.request(.get, "/v1/session", token: "ddpb_" + String(repeating: "y", count: 43))
             expectError(unknown, .serviceUnavailable, "session-store-unavailable")
         }
+    }
+
+    /// The data folder and `sessions.sqlite` were made 0755/0644: user ids, client addresses and
+    /// subscription params readable by anyone on the host. And a symbolic link in the file's
+    /// place was followed.
+    @Test func theStoreIsMadeForThisUserAloneAndALinkInItsPlaceIsRefused() async throws {
+        let parent = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        let folder = parent + "/data"
+        try await BridgeHarness.run(configure: Self.storing(in: folder, key: SessionKey.random())) { h in
+            let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            #expect(try await h.request(.get, "/v1/session", token: token).status == .ok)
+            let metrics = try await h.request(.get, "/metrics").text
+            #expect(metricSample(metrics, "ddp_bridge_session_store_up") == 1)
+        }
+        let mode = { (path: String) in (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1 }
+        #expect(try mode(folder) == 0o700)
+        #expect(try mode(folder + "/sessions.sqlite") == 0o600)
+
+        let linked = parent + "/linked"
+        try FileManager.default.createDirectory(atPath: linked, withIntermediateDirectories: true)
+        let target = parent + "/elsewhere.sqlite"
+        #expect(FileManager.default.createFile(atPath: target, contents: nil))
+        try FileManager.default.createSymbolicLink(atPath: linked + "/sessions.sqlite", withDestinationPath: target)
+        try await BridgeHarness.run(configure: Self.storing(in: linked, key: SessionKey.random())) { h in
+            _ = try await h.session()
+            let metrics = try await h.request(.get, "/metrics").text
+            #expect(metricSample(metrics, "ddp_bridge_session_store_errors_total{operation=\"open\"}") ?? 0 >= 1, "\(metrics)")
+            #expect(metricSample(metrics, "ddp_bridge_session_store_up") == 0)
+        }
+        #expect(try FileManager.default.attributesOfItem(atPath: target)[.size] as? Int == 0, "nothing written through the link")
     }
 
     /// Once shutdown begins, `/readyz` sends a load balancer elsewhere (drain) while requests go on.

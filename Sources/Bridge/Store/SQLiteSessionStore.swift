@@ -1,25 +1,44 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import SQLiteNIO
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The embedded session store: one SQLite file (`sessions.sqlite` under the data directory), in
 /// WAL mode, through sqlite-nio (its own thread pool; SQLite serialises writers).
 final class SQLiteSessionStore: SessionStore {
     let path: String
     private let connection: SQLiteConnection
+    private let threadPool: NIOThreadPool
 
-    private init(path: String, connection: SQLiteConnection) {
+    private init(path: String, connection: SQLiteConnection, threadPool: NIOThreadPool) {
         self.path = path
         self.connection = connection
+        self.threadPool = threadPool
     }
 
     /// Opens (creating when missing) the database file under `folder`.
+    ///
+    /// The store has a thread of its own: a call waiting on the file's lock (`busy_timeout`, while
+    /// another process holds it) blocks that thread, and on the process-wide pool (two threads on
+    /// two cores) it held up every other user of that pool.
     static func open(folder: String, logger: Logger) async throws -> SQLiteSessionStore {
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let path = (folder as NSString).appendingPathComponent("sessions.sqlite")
-        let connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        let store = SQLiteSessionStore(path: path, connection: connection)
+        let path = try preparePath(folder: folder)
+        let threadPool = NIOThreadPool(numberOfThreads: 1)
+        threadPool.start()
+        let connection: SQLiteConnection
+        do {
+            connection = try await SQLiteConnection.open(
+                storage: .file(path: path), threadPool: threadPool, logger: logger, on: MultiThreadedEventLoopGroup.singleton.any())
+        } catch {
+            try? await threadPool.shutdownGracefully()
+            throw error
+        }
+        let store = SQLiteSessionStore(path: path, connection: connection, threadPool: threadPool)
         do {
             // Another process on the same file (an old container still stopping) waits, not fails.
             _ = try await connection.query("PRAGMA busy_timeout = 2000", [])
@@ -33,6 +52,25 @@ final class SQLiteSessionStore: SessionStore {
     }
 
     private static func parameter(_ n: Int) -> String { "?\(n)" }
+
+    /// The database file's path, the folder and the file made for this user alone when they are
+    /// new (0700 and 0600: the file holds user ids, client addresses and subscription params). A
+    /// symbolic link in the file's place is refused, not followed.
+    static func preparePath(folder: String) throws -> String {
+        if !FileManager.default.fileExists(atPath: folder) {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        let path = (folder as NSString).appendingPathComponent("sessions.sqlite")
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFREG else { throw SessionStoreError.unsafeFile(path) }
+        } else {
+            let descriptor = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw SessionStoreError.unsafeFile(path) }
+            close(descriptor)
+        }
+        return path
+    }
 
     func prepare() async throws {
         _ = try await connection.query(SessionTable.create, [])
@@ -77,17 +115,24 @@ final class SQLiteSessionStore: SessionStore {
         _ = try await connection.query(SessionTable.purge(Self.parameter), [.integer(SQLiteInt64(before))])
     }
 
+    /// Closes the file. Through the future-based `close()`, which runs even in a cancelled task:
+    /// the async one throws without closing when the task is cancelled (an open abandoned at its
+    /// deadline), and a connection dropped unclosed leaks its file (sqlite-nio traps on it in
+    /// debug builds: it crashed a test run).
     func shutdown() async {
-        try? await connection.close()
+        try? await connection.close().get()
+        threadPool.shutdownGracefully { _ in }
     }
 }
 
 enum SessionStoreError: Error, CustomStringConvertible {
     case corruptRow(String)
     case timedOut(String)
+    case unsafeFile(String)
 
     var description: String {
         switch self {
+        case .unsafeFile(let path): "'\(path)' is not a regular file this process can create or open (a symbolic link is refused)"
         case .corruptRow(let hash): "the stored session \(hash.prefix(8))… cannot be read"
         case .timedOut(let operation): "the session store did not answer \(operation) in time"
         }
