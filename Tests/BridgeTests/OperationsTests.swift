@@ -143,6 +143,40 @@ import Testing
         }
     }
 
+    /// A client that sends `Expect: 100-continue` waits for `100 Continue` before its body: the
+    /// bridge sent none, so each such POST stalled until the client's own timer (curl: 1 s).
+    @Test func aClientThatExpectsContinueGetsItAtOnce() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let client = try await RawConnection.open(port: port)
+            try await client.send(
+                "POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n"
+            )
+            #expect(try await client.waitUntilReceived("HTTP/1.1 100 Continue\r\n", count: 1, within: .seconds(5)) == 1)
+            try await client.send("{}")
+            let created = try await client.waitUntilReceived("HTTP/1.1 201", count: 1, within: .seconds(5))
+            let received = await client.received
+            #expect(created == 1, "\(received)")
+        }
+    }
+
+    /// NIO's parser stops at a request asking for an upgrade, so a request pipelined after
+    /// `GET /healthz` with `Upgrade: websocket` was never answered and the connection hung. Now the
+    /// first is answered with `Connection: close` and the connection closed.
+    @Test(arguments: ["/healthz", "/v1/public/publications"])
+    func aRequestAskingForAnUpgradeIsAnsweredAndTheConnectionClosed(path: String) async throws {
+        try await BridgeHarness.run(configure: { $0.readTimeout = .seconds(60) }) { h in
+            let port = try #require(h.client.port)
+            let (text, closed) = try await RawConnection.exchange(
+                port: port,
+                "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            )
+            #expect(closed, "the connection hung after the first answer: \(text)")
+            #expect(text.hasPrefix("HTTP/1.1 200"), "\(text)")
+            #expect(text.lowercased().contains("connection: close"), "\(text)")
+        }
+    }
+
     @Test func aClientSlowToSendItsRequestIsCutOffWhileAnOpenStreamIsNot() async throws {
         try await BridgeHarness.run(configure: {
             $0.readTimeout = .milliseconds(400)

@@ -415,6 +415,17 @@ import Testing
             let limited = try await h.request(.get, path + "&limit=1")
             #expect(limited.status == .ok)
             #expect(limited.headers[.eTag] != tag)
+            #expect(limited.headers[.vary] == nil, "no CORS, nothing varies")
+        }
+        // With CORS on, the answer depends on the Origin: shared caches must key on it.
+        try await Self.run(configure: { $0.corsOrigins = ["http://app.example"] }) { h, _ in
+            // Also (above all) the answers without an Origin, or to an origin CORS leaves alone.
+            for origin in [nil, "http://app.example", "https://other.example"] {
+                let headers: HTTPFields = origin.map { [.origin: $0] } ?? [:]
+                let read = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks", headers: headers)
+                #expect(read.status == .ok)
+                #expect(read.headers[values: .vary].contains { $0.contains("Origin") }, "\(origin ?? "none"): \(read.headers)")
+            }
         }
     }
 

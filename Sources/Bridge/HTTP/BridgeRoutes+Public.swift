@@ -71,10 +71,13 @@ extension BridgeRoutes {
         let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
         let bytes = Self.queryBody(documents, count: count)
         let tag = "\"" + SHA256Digest.hex(bytes: bytes).prefix(32) + "\""
-        let headers: HTTPFields = [
+        var headers: HTTPFields = [
             .eTag: tag,
             .cacheControl: configuration.publicMaxAge > 0 ? "public, max-age=\(configuration.publicMaxAge)" : "public, no-cache"
         ]
+        // With CORS on, the answer's Access-Control headers depend on the Origin: a shared cache
+        // must keep one copy per origin, or it serves one origin's CORS answer to another.
+        if !configuration.corsOrigins.isEmpty { headers[.vary] = "Origin" }
         if Self.matches(tag, request.headers[values: .ifNoneMatch]) { return Response(status: .notModified, headers: headers) }
         return Reply.json(encoded: ByteBuffer(bytes: bytes), headers: headers)
     }

@@ -109,7 +109,8 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func answerable(_ request: HTTPRequest, path: String) -> ProbeAnswer? {
         guard request.method == .get, request.headerFields[.contentLength] ?? "0" == "0",
-            request.headerFields[.transferEncoding] == nil, request.headerFields[.origin] == nil
+            request.headerFields[.transferEncoding] == nil, request.headerFields[.origin] == nil,
+            request.headerFields[.upgrade] == nil  // left to ``HTTP1Hygiene``
         else { return nil }
         return answer(path)
     }
@@ -187,7 +188,9 @@ struct ProbingHTTP1Channel: ServerChildChannel {
             let connectionState = try operations.handler(type: HTTPConnectionStateHandler.self)
             let probes = fastPath()
             try operations.addHandler(probes, position: .after(connectionState))
-            try operations.addHandler(EventStreamHangUp(), position: .after(probes))
+            let hangUp = EventStreamHangUp()
+            try operations.addHandler(hangUp, position: .after(probes))
+            try operations.addHandler(HTTP1Hygiene(), position: .after(hangUp))
             return value
         }
     }

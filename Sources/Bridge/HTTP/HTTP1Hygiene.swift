@@ -1,0 +1,51 @@
+import HTTPTypes
+import NIOCore
+import NIOHTTPTypes
+
+/// Two HTTP/1.1 duties Hummingbird leaves to the application, done on the connection's event loop:
+///
+/// - `Expect: 100-continue`: `100 Continue` is sent as the request head arrives, so a client
+///   that waits for it before sending its body (curl does, for a second) does not stall.
+/// - `Upgrade:` the bridge offers none: NIO's HTTP/1.1 parser stops reading at a request that asks
+///   for an upgrade, so a request pipelined after it was never answered and the connection hung.
+///   The request is answered as usual, with `Connection: close`, and the connection closed after
+///   it: the client sees the close and sends what it pipelined again.
+///
+/// Placed after ``ProbeFastPath`` (which leaves such requests to the router). One instance per
+/// connection, used only on its event loop.
+final class HTTP1Hygiene: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// A request asked for an upgrade: the connection ends after its response.
+    private var closeAfterResponse = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let request) = unwrapInboundIn(data) {
+            if request.headerFields[.upgrade] != nil { closeAfterResponse = true }
+            if request.headerFields[values: .expect].contains(where: { $0.lowercased() == "100-continue" }) {
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard closeAfterResponse else { return context.write(data, promise: promise) }
+        switch unwrapOutboundIn(data) {
+        case .head(var response) where response.status.kind != .informational:
+            response.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(response)), promise: promise)
+        case .end:
+            let channel = context.channel
+            context.writeAndFlush(data).whenComplete { result in
+                promise?.completeWith(result)
+                channel.close(promise: nil)
+            }
+        default:
+            context.write(data, promise: promise)
+        }
+    }
+}
