@@ -477,6 +477,25 @@ class Test:
         ok = wait_until(lambda: request(port, "GET", "/readyz", timeout=2).status == 200, 15, 0.2)
         self.require(f"{name} ready", bool(ok), f"127.0.0.1:{port}" if ok else self.procs.log_tail(name))
 
+    def refused_store(self):
+        """A store that refuses the bridge (a role PostgreSQL does not know): the log must say what
+        PostgreSQL said, not that the store "did not answer in time" (the pool retries quietly)."""
+        if self.store == "none" or not self.has_store:
+            return
+        port = free_port()
+        env = dict(self.env, DDP_BRIDGE_SESSION_KEY=self.session_key)
+        argv = [
+            self.bin, "serve", "--upstream", f"ws://{HOST}:{self.ddp_port}/websocket", "--host", HOST, "--port", str(port),
+            "--public-dir", "none", "--log-level", "info",
+            "--session-store", f"postgres://nobody:wrong@{HOST}:{self.pg_port}/ddp_bridge",
+        ]  # fmt: skip
+        self.procs.start("refused-store", argv, env=env)
+        said = wait_until(lambda: 'role \\"nobody\\" does not exist' in self.procs.log_tail("refused-store", 50)
+                          or 'role "nobody" does not exist' in self.procs.log_tail("refused-store", 50), 15, 0.2)
+        tail = self.procs.log_tail("refused-store", 50)
+        self.check("a store that refuses the bridge: the log says what PostgreSQL said", bool(said) and "did not answer" not in tail, tail[-600:])
+        self.procs.signal("refused-store", signal.SIGTERM)
+
     def start_haproxy(self):
         self.proxy_port = free_port()
         self.stats_socket = os.path.join(self.work, "haproxy.sock")
@@ -757,6 +776,7 @@ class Test:
             self.session_key = secrets.token_hex(32)
             self.start_postgres()
             self.start_ddp_server()
+            self.refused_store()
             self.replicas = {name: {"port": free_port()} for name in ("bridge-a", "bridge-b")}
             for name in self.replicas:
                 self.start_replica(name)

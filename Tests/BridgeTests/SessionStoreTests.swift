@@ -374,8 +374,8 @@ import Testing
     }
 
     /// After a restart, a session whose Meteor login no longer holds (the user's tokens were revoked
-    /// meanwhile) is 401 session-expired, not an anonymous session in the user's name; a store read
-    /// with another key cannot unseal the login and says the same.
+    /// meanwhile) is 401 session-expired, not an anonymous session in the user's name; a bridge
+    /// with another key cannot unseal the login, says so and leaves the session in the store.
     @Test func aSessionWhoseLoginNoLongerHoldsExpiresOnResume() async throws {
         let folder = try Self.temporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -397,8 +397,18 @@ import Testing
                 #expect(refused["reason"]?.stringValue?.contains("no longer valid") == true, "\(refused.text)")
                 #expect(try await h.request(.get, "/v1/session", token: bob)["userId"] != nil)
             }
+            // A bridge with another key cannot unseal the login: it says so and leaves the session
+            // alone (it ended it for good: a replica started with the wrong key ended every
+            // session it was asked for); the bridges with the right key still serve it.
             try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: SessionKey.random())) { h in
-                expectError(try await h.request(.get, "/v1/session", token: bob), .unauthorized, "session-expired")
+                let mismatch = try await h.request(.get, "/v1/session", token: bob)
+                expectError(mismatch, .serviceUnavailable, "session-key-mismatch")
+                let metrics = try await h.request(.get, "/metrics").text
+                #expect(metricSample(metrics, "ddp_bridge_session_key_mismatches_total") == 1, "\(metrics)")
+            }
+            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+                let served = try await h.request(.get, "/v1/session", token: bob)
+                #expect(served["userId"] != nil, "\(served.text)")
             }
         }
     }

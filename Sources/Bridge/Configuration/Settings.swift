@@ -320,7 +320,7 @@ public struct Settings: Sendable {
         },
         custom(
             "session-key",
-            "32 bytes as 64 hex digits or base64 (openssl rand -hex 32): seals the Meteor login tokens the session store keeps; without it sessions stay in memory only",
+            "32 bytes as 64 hex digits or base64 (openssl rand -hex 32): seals the Meteor login tokens the session store keeps; without it sessions stay in memory only. Every replica needs the same key: a session sealed with another key is answered 503 session-key-mismatch and left in the store",
             show: { _ in nil }
         ) { value, settings in
             guard let key = SessionKey(text: value.text) else {

@@ -17,6 +17,8 @@ public struct BridgeMetrics: Sendable {
     /// The session store: 1 while it answers, 0 after a failure; sessions resumed from it.
     let storeUp: CoreMetrics.Gauge
     let sessionsResumed: CoreMetrics.Counter
+    /// Stored sessions this bridge could not unseal (another `--session-key`).
+    let sessionKeyMismatches: CoreMetrics.Counter
     private let storeErrorCounters = LockedState<[String: CoreMetrics.Counter]>([:])
     /// Request counters by "route status", made once each (making one per request showed in profiles).
     private let requestCounters = LockedState<[String: CoreMetrics.Counter]>([:])
@@ -40,6 +42,7 @@ public struct BridgeMetrics: Sendable {
         failedLogins = CoreMetrics.Counter(label: "ddp_bridge_failed_logins_total", factory: factory)
         storeUp = CoreMetrics.Gauge(label: "ddp_bridge_session_store_up", factory: factory)
         sessionsResumed = CoreMetrics.Counter(label: "ddp_bridge_sessions_resumed_total", factory: factory)
+        sessionKeyMismatches = CoreMetrics.Counter(label: "ddp_bridge_session_key_mismatches_total", factory: factory)
     }
 
     /// Failures of the session store by operation (open, load, save, end, purge, seal).

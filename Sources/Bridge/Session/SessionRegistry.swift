@@ -162,8 +162,15 @@ public final class SessionRegistry: Service, Sendable {
             throw Self.expired("idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s")
         }
         guard let loginToken = persistence.loginToken(of: stored) else {
-            await persistence.end(tokenHash: hash, reason: "its login could not be unsealed (another session key?)", onlyIfExpiredBy: nil)
-            throw Self.expired("its login could not be unsealed (another session key?)")
+            // Another key sealed it: a replica started with the wrong --session-key. The session
+            // is left in the store for the bridges that hold its key (it was ended for good here).
+            logger.error(
+                "a stored session's login does not unseal with this bridge's --session-key; is it the key the other replicas use?",
+                metadata: ["ddp.token_hash": .string(String(hash.prefix(8)))])
+            metrics.sessionKeyMismatches.increment()
+            throw BridgeError(
+                .serviceUnavailable, "session-key-mismatch",
+                "This session was sealed with another session key than this bridge's; a bridge with that key can serve it", retryAfter: 5)
         }
         let session = Session(
             tokenHash: hash, clientAddress: stored.clientAddress, meteorKey: nil, configuration: configuration, logger: logger,

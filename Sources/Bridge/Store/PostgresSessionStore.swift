@@ -9,9 +9,11 @@ import PostgresNIO
 final class PostgresSessionStore: SessionStore {
     private let client: PostgresClient
     private let runner: Task<Void, Never>
+    private let location: PostgresLocation
     let logger: Logger
 
     init(location: PostgresLocation, logger: Logger) {
+        self.location = location
         var configuration = PostgresClient.Configuration(
             host: location.host, port: location.port, username: location.username, password: location.password,
             database: location.database, tls: location.tls)
@@ -38,6 +40,7 @@ final class PostgresSessionStore: SessionStore {
     /// Two replicas starting together race in `CREATE TABLE IF NOT EXISTS` (PostgreSQL may then
     /// refuse one with a duplicate type): the loser tries again.
     func prepare() async throws {
+        try await checkConnection()
         var attempt = 0
         while true {
             do {
@@ -49,6 +52,29 @@ final class PostgresSessionStore: SessionStore {
                 try await Task.sleep(for: .milliseconds(100 * attempt))
             }
         }
+    }
+
+    /// The pool retries a refused connection quietly, so a wrong password or database looked like
+    /// a store that "did not answer in time". One direct connection first says what is wrong.
+    private func checkConnection() async throws {
+        var configuration = PostgresConnection.Configuration(
+            host: location.host, port: location.port, username: location.username, password: location.password,
+            database: location.database, tls: try location.connectionTLS())
+        configuration.options.connectTimeout = .seconds(2)
+        do {
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            try? await connection.close()
+        } catch let error as PSQLError {
+            throw SessionStoreError.refused(Self.describe(error))
+        }
+    }
+
+    /// What PostgreSQL said (its message and SQLSTATE: never the password), or why it could not be reached.
+    static func describe(_ error: PSQLError) -> String {
+        if let message = error.serverInfo?[.message] {
+            return "PostgreSQL refused the connection: \(message)" + (error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? "")
+        }
+        return "PostgreSQL could not be reached (\(error.code))" + (error.underlying.map { ": \($0)" } ?? "")
     }
 
     func save(_ session: StoredSession) async throws {
@@ -136,6 +162,14 @@ public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
         case "disable": .disable
         case "require": .require(.makeClientConfiguration())
         default: .prefer(.makeClientConfiguration())
+        }
+    }
+
+    func connectionTLS() throws -> PostgresConnection.Configuration.TLS {
+        switch sslMode {
+        case "disable": .disable
+        case "require": .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        default: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
         }
     }
 

@@ -129,9 +129,11 @@ enum SessionStoreError: Error, CustomStringConvertible {
     case corruptRow(String)
     case timedOut(String)
     case unsafeFile(String)
+    case refused(String)
 
     var description: String {
         switch self {
+        case .refused(let reason): reason
         case .unsafeFile(let path): "'\(path)' is not a regular file this process can create or open (a symbolic link is refused)"
         case .corruptRow(let hash): "the stored session \(hash.prefix(8))… cannot be read"
         case .timedOut(let operation): "the session store did not answer \(operation) in time"
