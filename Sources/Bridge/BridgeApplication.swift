@@ -18,7 +18,20 @@ public enum BridgeApplication {
         let probe = ReadinessProbe(configuration: configuration, logger: logger)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
         let fanout = PublicFanout(configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
-        let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout)
+        // The soft open-file limit (often 1024) up to the hard one, before the connection limit is derived from it.
+        let files = ConnectionAdmission.raiseOpenFileLimit()
+        if files.after > files.before {
+            logger.info("raised the open-file limit", metadata: ["from": "\(files.before)", "to": "\(files.after)"])
+        }
+        let admission = ConnectionAdmission(configuration: configuration) {
+            registry.count + fanout.connectionCount + 1  // sessions, the public pool, the readiness probe
+        }
+        logger.info(
+            "client connections are bounded",
+            metadata: [
+                "limit": "\(admission.limit)", "per-address": "\(admission.perAddressLimit)", "open-files": "\(ConnectionAdmission.openFileLimit())"
+            ])
+        let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout, admission: admission)
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(SecurityHeadersMiddleware())
@@ -37,7 +50,10 @@ public enum BridgeApplication {
         let idleTimeout = TimeAmount(configuration.readTimeout)
         let probeAnswer = routes.probeAnswer
         let server = HTTPServerBuilder { responder in
-            ProbingHTTP1Channel(base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idleTimeout))) {
+            ProbingHTTP1Channel(
+                base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idleTimeout)), admission: admission,
+                refused: { metrics.connectionRefused(reason: $0 == .tooManyFromAddress ? "address" : "total") }
+            ) {
                 ProbeFastPath(answer: probeAnswer) { path, status in metrics.countRequest(route: path, status: Int(status.code)) }
             }
         }

@@ -38,7 +38,7 @@ struct BridgeProcess: Sendable {
             wrapper + [
                 try binary(), "serve", "--upstream", upstream, "--port", "0", "--log-level", "notice", "--public-dir", "none",
                 "--max-sessions", "100000", "--max-sessions-per-address", "100000", "--login-rate-limit", "1000000",
-                "--session-rate-limit", "1000000"
+                "--session-rate-limit", "1000000", "--max-connections-per-address", "10000000"
             ] + extra
         let pipe = Pipe()
         process.standardOutput = pipe

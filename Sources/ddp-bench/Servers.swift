@@ -73,6 +73,10 @@ func startBridge(upstream: String, configure: (inout BridgeConfiguration) -> Voi
     configuration.sessionRateLimit = (1_000_000, .seconds(10))
     configuration.maxSessionsPerAddress = 100_000
     configuration.maxSessions = 100_000
+    // The harness's clients share this process and one address: the bridge's connection bounds
+    // would count the harness's own sockets' peers.
+    configuration.maxConnections = 10_000_000
+    configuration.maxConnectionsPerAddress = 10_000_000
     configuration.maxStreamsPerSession = 1_000
     configuration.streamBufferLimit = 64 << 20
     configuration.publicFolder = nil

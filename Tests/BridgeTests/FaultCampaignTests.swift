@@ -190,11 +190,14 @@ import Testing
             var requests = 0
             while arrivals.withLockedValue({ $0 }) < 200, ContinuousClock.now - began < .seconds(20), requests < 200 {
                 requests += 1
+                // A session needs only a connection, which the upstream gives for a moment now and then.
                 let reply =
                     requests % 2 == 0
                     ? try await bridge.request(.post, "/v1/sessions", body: "{}")
                     : try await bridge.request(.get, "/v1/public/collections/tasks?subscribe=tasks")
-                #expect([.serviceUnavailable, .gatewayTimeout].contains(reply.status), "\(reply.text)")
+                let answers: [HTTPResponse.Status] =
+                    requests % 2 == 0 ? [.created, .serviceUnavailable, .gatewayTimeout] : [.serviceUnavailable, .gatewayTimeout]
+                #expect(answers.contains(reply.status), "\(reply.text)")
             }
             #expect(arrivals.withLockedValue { $0 } >= 50, "the upstream was asked again and again")
             #expect(try await bridge.request(.get, "/healthz").status == .ok)

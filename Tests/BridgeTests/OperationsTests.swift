@@ -177,6 +177,61 @@ import Testing
         }
     }
 
+    /// 1,100 idle connections from one address under `ulimit -n 1024` stopped `/healthz` for
+    /// everyone. An address now has a share of connections; past it, a connection is answered 429
+    /// and closed at once, and another address is served.
+    @Test func oneAddressCannotHoldEveryConnection() async throws {
+        try await BridgeHarness.run(configure: { $0.maxConnectionsPerAddress = 20 }) { h in
+            let port = try #require(h.client.port)
+            var held: [RawConnection] = []
+            for _ in 0..<30 { held.append(try await RawConnection.open(port: port)) }
+            let answers = try await Self.answersOfThoseClosed(held, within: .seconds(2))
+            let refused = answers.count
+            for answer in answers {
+                #expect(answer.hasPrefix("HTTP/1.1 429") && answer.contains("too-many-connections-from-address"), "\(answer)")
+            }
+            // The harness's own client holds one of the twenty.
+            #expect(refused == 11, "\(refused) of 30 refused")
+            let other = try await RawConnection.open(port: port, from: "127.0.0.2")
+            try await other.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            #expect(try await other.waitUntilClosed(within: .seconds(5)))
+            #expect(await other.received.hasPrefix("HTTP/1.1 200"), "another address is served")
+            let metrics = try await h.request(.get, "/metrics").text
+            #expect(metricSample(metrics, #"ddp_bridge_connections_refused_total{reason="address"}"#) == 11, "\(metrics)")
+            for connection in held { try? await connection.close() }
+        }
+    }
+
+    /// Past the total, a connection is answered 503 and closed; the descriptors left are the
+    /// upstream's and the store's. Closing connections makes room again.
+    @Test func connectionsPastTheTotalAreRefusedAtOnce() async throws {
+        try await BridgeHarness.run(configure: { $0.maxConnections = 10 }) { h in
+            let port = try #require(h.client.port)
+            var held: [RawConnection] = []
+            for _ in 0..<12 { held.append(try await RawConnection.open(port: port, from: "127.0.0.3")) }
+            let refused = try await Self.answersOfThoseClosed(held, within: .seconds(2))
+            #expect(refused.count == 3, "the harness's client holds one of ten")
+            for answer in refused { #expect(answer.hasPrefix("HTTP/1.1 503"), "\(answer)") }
+            for connection in held { try? await connection.close() }
+            try await eventually("room again") {
+                let fresh = try await RawConnection.open(port: port, from: "127.0.0.3")
+                try await fresh.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                _ = try await fresh.waitUntilClosed(within: .seconds(2))
+                return await fresh.received.hasPrefix("HTTP/1.1 200")
+            }
+        }
+    }
+
+    /// What each connection the server closed within `limit` received (waiting for all at once).
+    static func answersOfThoseClosed(_ connections: [RawConnection], within limit: Duration) async throws -> [String] {
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            for connection in connections {
+                group.addTask { try await connection.waitUntilClosed(within: limit) ? await connection.received : nil }
+            }
+            return try await group.reduce(into: [String]()) { if let answer = $1 { $0.append(answer) } }
+        }
+    }
+
     @Test func aClientSlowToSendItsRequestIsCutOffWhileAnOpenStreamIsNot() async throws {
         try await BridgeHarness.run(configure: {
             $0.readTimeout = .milliseconds(400)
@@ -357,8 +412,12 @@ actor RawConnection {
 
     private init(channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>) { self.channel = channel }
 
-    static func open(port: Int) async throws -> RawConnection {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+    /// `from`: the local address to connect from (another loopback address is another client).
+    static func open(port: Int, from source: String? = nil) async throws -> RawConnection {
+        var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        if let source { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: source, port: 0)) }
+        let channel =
+            try await bootstrap
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
             }
@@ -378,6 +437,12 @@ actor RawConnection {
     }
 
     func send(_ text: String) async throws { try await channel.outbound.write(ByteBuffer(string: text)) }
+
+    /// Closes the connection from this side.
+    func close() async throws {
+        channel.outbound.finish()
+        try await channel.channel.close()
+    }
 
     /// Sends `request` on a new connection and returns what came back once the server closed it
     /// (at most 10 s).

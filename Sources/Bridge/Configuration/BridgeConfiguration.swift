@@ -53,6 +53,11 @@ public struct BridgeConfiguration: Sendable {
     public var maxStreamsPerSession = 16
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.
     public var corsOrigins: [String] = []
+    /// Client connections held open at once; `nil`: the open-file limit less a reserve, less the
+    /// upstream connections open at the time.
+    public var maxConnections: Int?
+    /// Client connections one address may hold open (a trusted proxy's count only in the total).
+    public var maxConnectionsPerAddress = 256
     /// When the session cookie carries `Secure`.
     public var cookieSecurity: CookieSecurity = .auto
     /// The `retry:` hint streams start with, in milliseconds.

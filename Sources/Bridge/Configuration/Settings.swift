@@ -177,6 +177,16 @@ public struct Settings: Sendable {
             "max-subscription-params-size", "Bytes of JSON a session subscription's name and params may take (kept for the session's life)",
             \.configuration.maxSubscriptionParamsSize, minimum: 64, maximum: 1 << 30),
         integer("max-streams-per-session", "Open event streams per session", \.configuration.maxStreamsPerSession),
+        custom(
+            "max-connections",
+            "Client connections held open at once (default: the open-file limit less a reserve and the upstream connections open)",
+            show: { $0.configuration.maxConnections.map(String.init) }
+        ) { value, settings in
+            settings.configuration.maxConnections = try value.integer(maximum: 10_000_000)
+        },
+        integer(
+            "max-connections-per-address", "Client connections one address may hold open (a trusted proxy's count only in the total)",
+            \.configuration.maxConnectionsPerAddress, maximum: 10_000_000),
         integer("max-body-size", "Largest request body in bytes", \.configuration.maxBodySize, minimum: 64),
         custom(
             "login-rate-limit", "Failed logins per client address per minute, on every route that logs in",

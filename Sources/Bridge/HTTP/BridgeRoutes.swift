@@ -8,6 +8,7 @@ struct BridgeRoutes: Sendable {
     let registry: SessionRegistry
     let probe: ReadinessProbe
     let fanout: PublicFanout
+    let admission: ConnectionAdmission
     var configuration: BridgeConfiguration { registry.configuration }
 
     typealias Handler = @Sendable (Request, BridgeRequestContext) async throws -> Response
@@ -22,7 +23,8 @@ struct BridgeRoutes: Sendable {
                 { _, _ in
                     Response(
                         status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe, fanout: fanout))))
+                        body: .init(
+                            byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe, fanout: fanout, admission: admission))))
                 }
             ),
             (.post, "/v1/sessions", createSession),

@@ -180,11 +180,26 @@ final class EventStreamHangUp: ChannelDuplexHandler, RemovableChannelHandler {
 /// it (as `additionalChannelHandlers` would), it was, after `--read-timeout`.
 struct ProbingHTTP1Channel: ServerChildChannel {
     let base: HTTP1Channel
+    let admission: ConnectionAdmission
+    let refused: @Sendable (ConnectionAdmission.Decision) -> Void
     let fastPath: @Sendable () -> ProbeFastPath
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
-        base.setup(channel: channel, logger: logger).flatMapThrowing { value in
+        // Counted before anything else is made for it; a refused connection is answered and
+        // closed by a handler in front of everything (``RefusedConnection``).
+        let address = channel.remoteAddress?.ipAddress ?? "unknown"
+        let decision = admission.admit(address)
+        if decision == .admitted {
+            channel.closeFuture.whenComplete { _ in admission.release(address) }
+        } else {
+            refused(decision)
+        }
+        return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let operations = channel.pipeline.syncOperations
+            if decision != .admitted {
+                try operations.addHandler(RefusedConnection(decision), position: .first)
+                return value
+            }
             let connectionState = try operations.handler(type: HTTPConnectionStateHandler.self)
             let probes = fastPath()
             try operations.addHandler(probes, position: .after(connectionState))

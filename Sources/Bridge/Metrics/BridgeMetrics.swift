@@ -56,6 +56,11 @@ public struct BridgeMetrics: Sendable {
         }
     }
 
+    /// Client connections refused at once, by reason (`address`: past its share; `total`).
+    func connectionRefused(reason: String) {
+        CoreMetrics.Counter(label: "ddp_bridge_connections_refused_total", dimensions: [("reason", reason)], factory: factory).increment()
+    }
+
     func countRequest(route: String, status: Int) {
         let key = "\(status) \(route)"
         let counter = requestCounters.withLock { counters in
@@ -69,8 +74,10 @@ public struct BridgeMetrics: Sendable {
     }
 
     /// Sets the gauges from the sessions as they are now, and returns the Prometheus text.
-    func scrape(_ registry: SessionRegistry, probe: ReadinessProbe, fanout: PublicFanout) -> [UInt8] {
+    func scrape(_ registry: SessionRegistry, probe: ReadinessProbe, fanout: PublicFanout, admission: ConnectionAdmission) -> [UInt8] {
         let sessions = registry.allSessions
+        CoreMetrics.Gauge(label: "ddp_bridge_client_connections", factory: factory).record(admission.openConnections)
+        CoreMetrics.Gauge(label: "ddp_bridge_client_connections_limit", factory: factory).record(admission.limit)
         CoreMetrics.Gauge(label: "ddp_bridge_sessions", factory: factory).record(sessions.count)
         CoreMetrics.Gauge(label: "ddp_bridge_sse_streams", factory: factory).record(sessions.reduce(0) { $0 + $1.openStreamCount })
         var byState: [String: Int] = ["connected": 0, "connecting": 0, "reconnecting": 0, "closed": 0]

@@ -185,6 +185,9 @@ public final class PublicFanout: Service, Sendable {
         let connections: [ConnectionState]
     }
 
+    /// The pool's upstream connections (no session lock taken).
+    var connectionCount: Int { state.withLock { $0.connections.count } }
+
     var report: Report {
         let (readers, connections) = state.withLock { ($0.readers, $0.connections) }
         return Report(
