@@ -17,7 +17,8 @@ public enum BridgeApplication {
         let registry = SessionRegistry(configuration: configuration, logger: logger)
         let probe = ReadinessProbe(configuration: configuration, logger: logger)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
-        let fanout = PublicFanout(configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
+        let fanout = PublicFanout(
+            configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer, budget: registry.budget)
         // The soft open-file limit (often 1024) up to the hard one, before the connection limit is derived from it.
         let files = ConnectionAdmission.raiseOpenFileLimit()
         if files.after > files.before {

@@ -88,6 +88,14 @@ public actor DDPClient {
     public var tokenExpires: Double? { machine.tokenExpires }
     public var subscriptions: [String: DDPConnectionStateMachine.Subscription] { machine.subscriptions }
     public var isConnected: Bool { machine.isConnected }
+    /// The merged view's estimated memory (``DDP/DocumentCache/estimatedBytes``).
+    public var cachedBytes: Int { machine.cache.estimatedBytes }
+
+    /// Stops the subscriptions still loading (or the newest) with `error`: for a limit the owner
+    /// keeps, from its sink (``DDP/DDPConnectionStateMachine/stopLoading(_:warning:)``).
+    public func stopLoading(_ error: DDPError, warning: String) {
+        perform(machine.stopLoading(error, warning: warning))
+    }
     /// After a reconnect, until every subscription is ready again: the view is not live yet.
     public var isResyncing: Bool { machine.isWaitingForQuiescence }
 

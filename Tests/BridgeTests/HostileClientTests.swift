@@ -1,4 +1,4 @@
-import Bridge
+@testable import Bridge
 import DDP
 import DDPServer
 import Foundation
@@ -269,6 +269,102 @@ import Testing
             let always = try await rawRequest(port: port, .POST, "/v1/sessions", headers: [], body: "{}")
             #expect(always.headers["Set-Cookie"].first?.hasSuffix("; Secure") == true)
         }
+    }
+
+    /// Each session was capped, the process was not: an anonymous session on a 100,000-document
+    /// publication took ~48 MiB and one address may open 100 sessions. Now the documents held
+    /// for clients have a budget; an address a share of it (anonymous sessions a smaller one).
+    @Test func oneAddressCannotTakeTheMemoryEveryoneShares() async throws {
+        try await BridgeHarness.run(configure: {
+            $0.memoryBudget = 4 << 20
+            $0.memoryShareAddress = 25  // 1 MiB
+            $0.memoryShareAnonymous = 10  // ~420 KB
+            $0.trustedProxies = [IPRange("127.0.0.1")!]
+            $0.maxSessionsPerAddress = 1_000
+        }) { h in
+            func from(_ address: String) -> HTTPFields { [.init("X-Forwarded-For")!: address] }
+            func session(_ address: String, _ login: String = "{}") async throws -> String {
+                let reply = try await h.request(.post, "/v1/sessions", body: login, headers: from(address))
+                #expect(reply.status == .created, "\(reply.text)")
+                return reply["token"]?.stringValue ?? ""
+            }
+            // An anonymous session loading ~940 KB is stopped past its address's anonymous share.
+            let greedy = try await session("203.0.113.5")
+            let stopped = try await h.request(
+                .post, "/v1/subscriptions", token: greedy, body: #"{"name":"bulk","params":[2000]}"#, headers: from("203.0.113.5"))
+            expectError(stopped, .tooManyRequests, "memory-share-exhausted")
+            #expect(stopped.headers[.retryAfter] != nil)
+            // The server removes what it had sent: the charge goes back down.
+            try await eventually("the stopped subscription's documents released") {
+                let metrics = try await h.request(.get, "/metrics").text
+                return (metricSample(metrics, "ddp_bridge_memory_budget_used_bytes") ?? 1) < 100_000
+            }
+            // More anonymous sessions from that address: each may load within the share, not past it.
+            var loaded: [String] = []
+            for _ in 0..<4 {
+                let token = try await session("203.0.113.5")
+                let reply = try await h.request(
+                    .post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[300]}"#, headers: from("203.0.113.5"))
+                if reply.status == .created {
+                    loaded.append(token)
+                } else {
+                    #expect(reply.status == .tooManyRequests, "\(reply.text)")
+                    #expect(reply["error"] == "memory-share-exhausted")
+                }
+            }
+            #expect((1...3).contains(loaded.count), "\(loaded.count) of 4 loaded ~140 KB each within ~420 KB")
+            // Another address, logged in, loads more than an anonymous share allows.
+            let other = try await session("198.51.100.20", #"{"username":"alice","password":"secret"}"#)
+            let served = try await h.request(
+                .post, "/v1/subscriptions", token: other, body: #"{"name":"bulk","params":[1500]}"#, headers: from("198.51.100.20"))
+            #expect(served.status == .created, "\(served.text)")
+            let metrics = try await h.request(.get, "/metrics").text
+            #expect(metricSample(metrics, "ddp_bridge_memory_budget_bytes") == Double(4 << 20))
+            #expect((metricSample(metrics, "ddp_bridge_memory_budget_used_bytes") ?? 0) > 500_000)
+            #expect((metricSample(metrics, "ddp_bridge_memory_budget_stops_total") ?? 0) >= 1)
+            // A session that ends gives its documents' share back.
+            for token in loaded { _ = try await h.request(.delete, "/v1/session", token: token, headers: from("203.0.113.5")) }
+            _ = try await h.request(.delete, "/v1/session", token: other, headers: from("198.51.100.20"))
+            try await eventually("everything given back") {
+                metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_memory_budget_used_bytes") == 0
+            }
+        }
+    }
+
+    /// Past the whole budget, a loading subscription is stopped with 503 whatever its address;
+    /// once its documents are gone, others are served.
+    @Test func pastTheWholeMemoryBudgetALoadingSubscriptionIsStopped() async throws {
+        try await BridgeHarness.run(configure: {
+            $0.memoryBudget = 1 << 20
+            $0.memoryShareAddress = 100
+            $0.memoryShareAnonymous = 100
+        }) { h in
+            let (token, _) = try await h.session()
+            let first = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[5000]}"#)
+            expectError(first, .serviceUnavailable, "memory-budget-exhausted")
+            try await eventually("the stopped subscription's documents released") {
+                metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_memory_budget_used_bytes") == 0
+            }
+            let (other, _) = try await h.session()
+            #expect(try await h.request(.post, "/v1/subscriptions", token: other, body: #"{"name":"bulk","params":[1000]}"#).status == .created)
+        }
+    }
+
+    /// The budget's rules without sockets: admission, shares, the total, charges given back.
+    @Test func theMemoryBudgetAdmitsByTheTotalAndTheAddressShare() {
+        let budget = MemoryBudget(limit: 1_000, addressShare: 500, anonymousShare: 100)
+        #expect(budget.charge("a", 90, anonymous: true) == .within)
+        #expect(throws: Never.self) { try budget.admit("a", anonymous: true) }
+        #expect(budget.charge("a", 20, anonymous: true) == .overShare)
+        #expect { try budget.admit("a", anonymous: true) } throws: { ($0 as? BridgeError)?.error == "memory-share-exhausted" }
+        #expect(throws: Never.self, "logged in, the address has the larger share") { try budget.admit("a", anonymous: false) }
+        #expect(budget.charge("b", 450, anonymous: false) == .within)
+        #expect(budget.charge("", 500, anonymous: true) == .overTotal, "the public pool counts in the total only")
+        #expect { try budget.admit("c", anonymous: false) } throws: { ($0 as? BridgeError)?.status == .serviceUnavailable }
+        budget.charge("", -500, anonymous: true)
+        budget.charge("a", -110, anonymous: true)
+        #expect(budget.used == 450 && budget.used(by: "a") == 0 && budget.used(by: "b") == 450)
+        #expect(throws: Never.self) { try budget.admit("c", anonymous: true) }
     }
 
     @Test func corsForAnyOriginNeverCarriesCredentials() async throws {

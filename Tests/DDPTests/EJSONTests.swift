@@ -198,3 +198,42 @@ import Testing
         #expect(try EJSONParser.parse("[2,1]").keysSorted != EJSONParser.parse("[1,2]").keysSorted)
     }
 }
+
+@Suite struct DocumentCacheEstimateTests {
+    /// The estimate kept change by change equals the estimate of the documents as they are.
+    @Test func theEstimateKeptChangeByChangeIsTheEstimateOfWhatIsHeld() {
+        var cache = DocumentCache()
+        func recomputed() -> Int {
+            cache.collections.values.reduce(0) { sum, collection in
+                collection.documents.reduce(sum) { $0 + DocumentCache.cost(id: $1.key, $1.value) }
+            }
+        }
+        var seed = UInt64(42)
+        func next(_ bound: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((seed >> 33) % UInt64(bound))
+        }
+        for step in 0..<2_000 {
+            let id = "d\(next(40))"
+            let collection = next(2) == 0 ? "a" : "b"
+            let value: EJSON =
+                switch next(4) {
+                case 0: .string(String(repeating: "x", count: next(50)))
+                case 1: .number(Double(step))
+                case 2: ["nested": .array([1, "two", ["k": .bool(true)]])]
+                default: .null
+                }
+            let message: ServerMessage =
+                switch next(5) {
+                case 0, 1: .added(collection: collection, id: id, fields: EJSONObject([.init(key: "f\(next(6))", value: value)]))
+                case 2: .changed(collection: collection, id: id, fields: EJSONObject([.init(key: "f\(next(6))", value: value)]), cleared: [])
+                case 3: .changed(collection: collection, id: id, fields: [:], cleared: ["f\(next(6))", "f\(next(6))"])
+                default: .removed(collection: collection, id: id)
+                }
+            _ = cache.apply(message)
+            #expect(cache.estimatedBytes == recomputed(), "step \(step): \(message)")
+            if cache.estimatedBytes != recomputed() { return }
+        }
+        #expect(cache.documentCount > 0)
+    }
+}

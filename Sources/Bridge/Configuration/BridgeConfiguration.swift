@@ -53,6 +53,12 @@ public struct BridgeConfiguration: Sendable {
     public var maxStreamsPerSession = 16
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.
     public var corsOrigins: [String] = []
+    /// Bytes (estimated) the documents held for clients may take in all; `nil`: half of the
+    /// cgroup's memory limit, or of the machine's memory.
+    public var memoryBudget: Int?
+    /// Percent of the budget one client address may hold, and one whose sessions are anonymous.
+    public var memoryShareAddress: Double = 25
+    public var memoryShareAnonymous: Double = 5
     /// Client connections held open at once; `nil`: the open-file limit less a reserve, less the
     /// upstream connections open at the time.
     public var maxConnections: Int?

@@ -178,6 +178,22 @@ public struct Settings: Sendable {
             \.configuration.maxSubscriptionParamsSize, minimum: 64, maximum: 1 << 30),
         integer("max-streams-per-session", "Open event streams per session", \.configuration.maxStreamsPerSession),
         custom(
+            "memory-budget",
+            "Bytes the documents held for clients may take in all, by estimate (default: half the cgroup memory limit, or of the machine's memory)",
+            show: { $0.configuration.memoryBudget.map(String.init) }
+        ) { value, settings in
+            settings.configuration.memoryBudget = try value.integer(minimum: 1 << 20, maximum: 1 << 50)
+        },
+        custom(
+            "memory-share-per-address", "Percent of the memory budget one client address may hold",
+            show: { Value.format($0.configuration.memoryShareAddress) }
+        ) { value, settings in settings.configuration.memoryShareAddress = try value.number(minimum: 0.01, maximum: 100) },
+        custom(
+            "memory-share-anonymous",
+            "Percent of the memory budget one client address may hold with anonymous sessions (at most the address's share)",
+            show: { Value.format($0.configuration.memoryShareAnonymous) }
+        ) { value, settings in settings.configuration.memoryShareAnonymous = try value.number(minimum: 0.01, maximum: 100) },
+        custom(
             "max-connections",
             "Client connections held open at once (default: the open-file limit less a reserve and the upstream connections open)",
             show: { $0.configuration.maxConnections.map(String.init) }

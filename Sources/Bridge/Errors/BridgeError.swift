@@ -74,6 +74,13 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
         case .string("message-too-large"):
             // The upstream sent more than the bridge accepts in one message: not the caller's fault.
             status = .badGateway
+        case .string("memory-budget-exhausted"):
+            // The process's memory budget stopped the subscription while it loaded.
+            status = .serviceUnavailable
+            retryAfter = 30
+        case .string("memory-share-exhausted"):
+            status = .tooManyRequests
+            retryAfter = 30
         case .string("too-many-documents"):
             // The session's document limit (`--session-max-documents`) stopped the subscription.
             status = .unprocessableContent

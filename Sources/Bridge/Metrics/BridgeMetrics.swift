@@ -19,6 +19,8 @@ public struct BridgeMetrics: Sendable {
     let sessionsResumed: CoreMetrics.Counter
     /// Stored sessions this bridge could not unseal (another `--session-key`).
     let sessionKeyMismatches: CoreMetrics.Counter
+    /// Sessions whose loading subscriptions were stopped for the memory budget.
+    let memoryBudgetStops: CoreMetrics.Counter
     private let storeErrorCounters = LockedState<[String: CoreMetrics.Counter]>([:])
     /// Request counters by "route status", made once each (making one per request showed in profiles).
     private let requestCounters = LockedState<[String: CoreMetrics.Counter]>([:])
@@ -43,6 +45,7 @@ public struct BridgeMetrics: Sendable {
         storeUp = CoreMetrics.Gauge(label: "ddp_bridge_session_store_up", factory: factory)
         sessionsResumed = CoreMetrics.Counter(label: "ddp_bridge_sessions_resumed_total", factory: factory)
         sessionKeyMismatches = CoreMetrics.Counter(label: "ddp_bridge_session_key_mismatches_total", factory: factory)
+        memoryBudgetStops = CoreMetrics.Counter(label: "ddp_bridge_memory_budget_stops_total", factory: factory)
     }
 
     /// Failures of the session store by operation (open, load, save, end, purge, seal).
@@ -77,6 +80,8 @@ public struct BridgeMetrics: Sendable {
     func scrape(_ registry: SessionRegistry, probe: ReadinessProbe, fanout: PublicFanout, admission: ConnectionAdmission) -> [UInt8] {
         let sessions = registry.allSessions
         CoreMetrics.Gauge(label: "ddp_bridge_client_connections", factory: factory).record(admission.openConnections)
+        CoreMetrics.Gauge(label: "ddp_bridge_memory_budget_bytes", factory: factory).record(registry.budget.limit)
+        CoreMetrics.Gauge(label: "ddp_bridge_memory_budget_used_bytes", factory: factory).record(registry.budget.used)
         CoreMetrics.Gauge(label: "ddp_bridge_client_connections_limit", factory: factory).record(admission.limit)
         CoreMetrics.Gauge(label: "ddp_bridge_sessions", factory: factory).record(sessions.count)
         CoreMetrics.Gauge(label: "ddp_bridge_sse_streams", factory: factory).record(sessions.reduce(0) { $0 + $1.openStreamCount })

@@ -43,11 +43,13 @@ public final class PublicFanout: Service, Sendable {
     let logger: Logger
     let metrics: BridgeMetrics
     let pacer: ReconnectPacer
+    let budget: MemoryBudget
     private let state = LockedState(State())
     private let started: AsyncStream<Session>
     private let starter: AsyncStream<Session>.Continuation
 
-    init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer) {
+    init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer, budget: MemoryBudget) {
+        self.budget = budget
         publications = configuration.publicPublications
         var pool = configuration
         pool.maxSubscriptionsPerSession = configuration.publicMaxSubscriptions
@@ -137,6 +139,8 @@ public final class PublicFanout: Service, Sendable {
             }
             let counts = state.connections.map(\.subscriptionCount)
             guard counts.reduce(0, +) < configuration.publicMaxSubscriptions else { throw refusal(configuration.publicMaxSubscriptions) }
+            // A new subscription loads documents: the memory budget must have room (the pool counts in the total only).
+            try budget.admit("", anonymous: true)
             let share = configuration.publicMaxSubscriptionsPerAddress
             guard state.madeBy[address, default: 0] < share else {
                 throw BridgeError(
@@ -150,7 +154,7 @@ public final class PublicFanout: Service, Sendable {
             } else if state.connections.count < configuration.publicConnections {
                 session = Session(
                     tokenHash: "", clientAddress: "", meteorKey: nil, configuration: poolConfiguration, logger: logger, metrics: metrics,
-                    pacer: pacer)
+                    budget: budget, pacer: pacer)
                 state.connections.append(session)
                 starter.yield(session)
                 logger.info("public upstream connection opened", metadata: ["ddp.session": .string(session.id)])

@@ -39,6 +39,10 @@ public final class Session: Sendable {
         /// The idle deadline last saved (ms since 1970), and whether anything else changed since.
         var savedDeadline: Int64 = 0
         var dirty = false
+        /// The cache's estimated bytes as last charged to the memory budget, and whether a stop
+        /// for the budget is under way (nothing more is stopped until the charge is back within).
+        var chargedBytes = 0
+        var budgetStopPending = false
     }
 
     /// A short id for logs; not the token.
@@ -56,11 +60,13 @@ public final class Session: Sendable {
     let logger: Logger
 
     let metrics: BridgeMetrics
+    let budget: MemoryBudget
 
     init(
         tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger,
-        metrics: BridgeMetrics, pacer: ReconnectPacer = .unlimited, isPersistent: Bool = false, createdAt: Date = Date()
+        metrics: BridgeMetrics, budget: MemoryBudget, pacer: ReconnectPacer = .unlimited, isPersistent: Bool = false, createdAt: Date = Date()
     ) {
+        self.budget = budget
         let id = String(MeteorRandom.id().prefix(8))
         var logger = logger
         logger[metadataKey: "ddp.session"] = .string(id)
@@ -84,7 +90,8 @@ public final class Session: Sendable {
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
         // The public fan-out's anonymous connections stand for no one address.
         if !clientAddress.isEmpty { options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress }
-        self.client = DDPClient(options: options, logger: logger, events: Events(state: state, metrics: metrics))
+        self.client = DDPClient(
+            options: options, logger: logger, events: Events(state: state, metrics: metrics, budget: budget, address: clientAddress))
     }
 
     /// Runs the upstream connection until the session closes.
@@ -99,10 +106,41 @@ public final class Session: Sendable {
     struct Events: DDPClientEventSink {
         let state: LockedState<State>
         let metrics: BridgeMetrics
+        let budget: MemoryBudget
+        let address: String
 
         func receive(_ event: DDPClientEvent, on client: isolated DDPClient) {
             if case .stateChanged(.reconnecting) = event { metrics.reconnects.increment() }
             Session.handle(event, in: state)
+            if case .documentsChanged = event { charge(client) }
+        }
+
+        /// Charges the cache's change in size to the memory budget; past the total or the
+        /// address's share, stops the subscriptions still loading (once, until back within).
+        private func charge(_ client: isolated DDPClient) {
+            let bytes = client.cachedBytes
+            let (delta, anonymous) = state.withLock { state -> (Int, Bool) in
+                // A closed session gave its charge back; what still arrives is not its to hold.
+                guard state.closed == nil else { return (0, false) }
+                defer { state.chargedBytes = bytes }
+                return (bytes - state.chargedBytes, state.userID == nil)
+            }
+            guard delta != 0 else { return }
+            let standing = budget.charge(address, delta, anonymous: anonymous)
+            let stop = state.withLock { state -> Bool in
+                guard standing != .within else {
+                    state.budgetStopPending = false
+                    return false
+                }
+                guard delta > 0, !state.budgetStopPending else { return false }
+                state.budgetStopPending = true
+                return true
+            }
+            guard stop, let refusal = budget.refusal(standing, anonymous: anonymous) else { return }
+            metrics.memoryBudgetStops.increment()
+            client.stopLoading(
+                DDPError.meteor(refusal.error.stringValue ?? "memory-budget-exhausted", refusal.reason),
+                warning: "past the memory budget (\(standing == .overTotal ? "in all" : "this address's share"))")
         }
     }
 
@@ -246,14 +284,18 @@ public final class Session: Sendable {
     /// Closes the upstream connection (logging out first when the bridge logged in with a password,
     /// unless `keepLogin`: the session lives on in its store); open streams get a last event saying why.
     func close(reason: String, keepLogin: Bool = false) async {
-        let logOut = state.withLock { state -> Bool in
-            guard state.closed == nil else { return false }
+        let (logOut, charged, anonymous) = state.withLock { state -> (Bool, Int, Bool) in
+            guard state.closed == nil else { return (false, 0, false) }
             state.closed = reason
+            // What the cache held goes back to the budget with the session.
+            let charged = state.chargedBytes
+            state.chargedBytes = 0
             let ending = SSEFrame.encode(
                 id: nil, event: "error", data: ["error": "session-ended", "reason": .string("The session has ended: \(reason)")])
             for stream in state.streams.values { stream.finish(with: ending) }
-            return state.loggedInByBridge && !keepLogin
+            return (state.loggedInByBridge && !keepLogin, charged, state.userID == nil)
         }
+        if charged != 0 { budget.charge(clientAddress, -charged, anonymous: anonymous) }
         if logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }
         await client.close(reason: reason)
     }
@@ -293,6 +335,8 @@ public final class Session: Sendable {
     /// Subscribes (or shares the identical subscription already made); waits for `ready` when asked.
     /// `transient`: the reference an event stream holds while it is open (not kept in a store).
     func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration, transient: Bool = false) async throws -> SubscriptionInfo {
+        // A new subscription loads documents: the memory budget, and this address's share, must have room.
+        if !holdsSubscription(name, params) { try budget.admit(clientAddress, anonymous: userID == nil) }
         // A subscription's name and params are kept for the session's life (and in its store).
         let size = name.utf8.count + EJSONWriter.encode(.array(params)).count
         guard size <= configuration.maxSubscriptionParamsSize else {

@@ -42,6 +42,8 @@ public final class SessionRegistry: Service, Sendable {
     let metrics: BridgeMetrics
     /// Paces every session's reconnect attempts (one bucket for the process).
     let pacer: ReconnectPacer
+    /// What every session's documents may take in all, and per address.
+    let budget: MemoryBudget
     /// The session store, when sessions outlive the process (a store and a key are set).
     let persistence: SessionPersistence?
     private let state: LockedState<State>
@@ -56,6 +58,7 @@ public final class SessionRegistry: Service, Sendable {
         self.logger = logger
         self.metrics = metrics
         self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst)
+        self.budget = MemoryBudget(configuration: configuration)
         if let key = configuration.sessionKey, configuration.sessionStore != .memory {
             persistence = SessionPersistence(
                 choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, logger: logger, metrics: metrics)
@@ -86,7 +89,7 @@ public final class SessionRegistry: Service, Sendable {
         let meteorKey = meteorToken.map(SessionToken.hash)
         let session = Session(
             tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration,
-            logger: logger, metrics: metrics, pacer: pacer, isPersistent: persistence != nil && meteorKey == nil)
+            logger: logger, metrics: metrics, budget: budget, pacer: pacer, isPersistent: persistence != nil && meteorKey == nil)
         try admit(session)
         logger.info("session created", metadata: ["ddp.session": .string(session.id)])
         return (session, token)
@@ -174,7 +177,8 @@ public final class SessionRegistry: Service, Sendable {
         }
         let session = Session(
             tokenHash: hash, clientAddress: stored.clientAddress, meteorKey: nil, configuration: configuration, logger: logger,
-            metrics: metrics, pacer: pacer, isPersistent: true, createdAt: Date(timeIntervalSince1970: Double(stored.createdAt) / 1000))
+            metrics: metrics, budget: budget, pacer: pacer, isPersistent: true,
+            createdAt: Date(timeIntervalSince1970: Double(stored.createdAt) / 1000))
         session.adopt(stored)
         try admit(session)
         do {

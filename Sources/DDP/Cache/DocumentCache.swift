@@ -12,8 +12,23 @@ public struct DocumentCache: Sendable, Equatable {
     }
 
     public private(set) var collections: [String: Collection] = [:]
+    /// An estimate of the memory the documents take (``DocumentCache/cost(id:_:)``), kept as they
+    /// change, each step in proportion to the fields it touches: what a memory budget charges.
+    public private(set) var estimatedBytes = 0
 
     public init() {}
+
+    /// Bookkeeping per document (its entry in the collection, its id) and per field (its slot and
+    /// key); values by ``EJSON/estimatedBytes``. Calibrated on the demo's `bulk` documents: ~470
+    /// estimated for ~500 bytes of resident memory each.
+    static let documentOverhead = 128
+    static let fieldOverhead = 64
+
+    static func cost(key: String, _ value: EJSON) -> Int { fieldOverhead + key.utf8.count + value.estimatedBytes }
+
+    public static func cost(id: String, _ document: EJSONObject) -> Int {
+        document.fields.reduce(documentOverhead + id.utf8.count) { $0 + cost(key: $1.key, $1.value) }
+    }
 
     public var documentCount: Int { collections.values.reduce(0) { $0 + $1.documents.count } }
 
@@ -45,8 +60,10 @@ public struct DocumentCache: Sendable, Equatable {
         if ordered { Self.placeInOrder(&collections[collection, default: Collection()], id, before: before) }
         guard let existing = collections[collection]?.documents.updateValue(fields, forKey: id) else {
             if collections[collection] == nil { collections[collection] = Collection(documents: [id: fields]) }
+            estimatedBytes += Self.cost(id: id, fields)
             return AppliedChange(.added(collection: collection, id: id, fields: fields), before: nil, after: fields)
         }
+        estimatedBytes += Self.cost(id: id, fields) - Self.cost(id: id, existing)
         // An add for a document already held (tolerated, as while resetting): it replaces it.
         let cleared = existing.keys.filter { fields[$0] == nil }
         return Self.fieldChange(collection, id, old: existing, fields: fields, cleared: cleared)
@@ -64,11 +81,18 @@ public struct DocumentCache: Sendable, Equatable {
         for field in fields { document[field.key] = field.value }
         document.removeValues(forKeys: cleared)
         collections[collection]!.documents[id] = document
+        if case .changed(_, _, let set, let gone, let previous) = change {
+            for field in set {
+                estimatedBytes += Self.cost(key: field.key, field.value) - (previous[field.key].map { Self.cost(key: field.key, $0) } ?? 0)
+            }
+            for key in gone { estimatedBytes -= previous[key].map { Self.cost(key: key, $0) } ?? 0 }
+        }
         return AppliedChange(change, before: existing, after: document)
     }
 
     mutating func remove(_ collection: String, _ id: String) -> AppliedChange? {
         guard let previous = collections[collection]?.documents.removeValue(forKey: id) else { return nil }
+        estimatedBytes -= Self.cost(id: id, previous)
         if collections[collection]!.order != nil { collections[collection]!.order!.removeAll { $0 == id } }
         if collections[collection]!.documents.isEmpty { collections[collection] = nil }
         return AppliedChange(.removed(collection: collection, id: id, previous: previous), before: previous, after: nil)
@@ -105,7 +129,8 @@ public struct DocumentCache: Sendable, Equatable {
             if let before { previous[field.key] = before }
         }
         for key in cleared where fields[key] == nil {
-            guard let before = old[key] else { continue }
+            // A key named twice in `cleared` is cleared once.
+            guard let before = old[key], previous[key] == nil else { continue }
             reallyCleared.append(key)
             previous[key] = before
         }

@@ -274,14 +274,22 @@ public struct DDPConnectionStateMachine: Sendable {
         }
         guard adds, !documentLimitStopPending else { return [] }
         documentLimitStopPending = true
-        var victims = subscriptionOrder.filter { subscriptions[$0]?.ready == false }
-        if victims.isEmpty, let newest = subscriptionOrder.last { victims = [newest] }
         let error = DDPError.meteor(
             "too-many-documents",
             "The session holds more than its limit of \(limit) documents; this subscription was stopped to keep it under the limit",
             details: ["limit": .int(limit)])
+        return stopLoading(error, warning: "cache over its limit of \(limit) documents")
+    }
+
+    /// Stops the subscriptions still loading (whose data is arriving), or the newest one when
+    /// all are ready, with `error`; their `unsub` goes out and the server removes their
+    /// documents. For a limit the owner keeps (a memory budget), as the document limit does.
+    public mutating func stopLoading(_ error: DDPError, warning: String) -> [Action] {
+        var victims = subscriptionOrder.filter { subscriptions[$0]?.ready == false }
+        if victims.isEmpty, let newest = subscriptionOrder.last { victims = [newest] }
+        guard !victims.isEmpty else { return [] }
         var actions = victims.flatMap { stop($0, error: error) }
-        actions.append(.warning("cache over its limit of \(limit) documents; stopped subscriptions \(victims)"))
+        actions.append(.warning("\(warning); stopped subscriptions \(victims)"))
         return deferIfResetting(actions) + checkQuiescence()
     }
 

@@ -127,3 +127,19 @@ extension EJSON {
         }
     }
 }
+
+extension EJSON {
+    /// An estimate of the memory the value takes (its payload and a little bookkeeping), for
+    /// memory budgets; not exact, the same for the same value.
+    public var estimatedBytes: Int {
+        switch self {
+        case .null, .bool, .number, .date: return 8
+        case .string(let text): return 16 + text.utf8.count
+        case .binary(let bytes): return 16 + bytes.count
+        case .regexp(let source, let flags): return 32 + source.utf8.count + flags.utf8.count
+        case .array(let items): return items.reduce(16) { $0 + 8 + $1.estimatedBytes }
+        case .object(let object): return object.fields.reduce(16) { $0 + 48 + $1.key.utf8.count + $1.value.estimatedBytes }
+        case .custom(let type, let value): return 16 + type.utf8.count + value.estimatedBytes
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import HTTPTypes
+
+/// The process's memory budget for what it holds for clients: the documents of every session's
+/// cache and of the public pool, by their estimate (``DDP/DocumentCache/estimatedBytes``).
+/// Each session was capped alone (`--session-max-documents`), the process was not: an anonymous
+/// session on a 100,000-document publication took ~48 MiB, and one address may open 100 of them.
+///
+/// - **Admission**: a subscription that would be new is refused before it is sent upstream when
+///   the budget is spent (503 `memory-budget-exhausted`) or its address's share is (429
+///   `memory-share-exhausted`). An anonymous session's address gets the smaller share.
+/// - **While loading**: each change to a session's cache is charged; one that takes the total or
+///   the address past its bound stops the session's subscriptions still loading, with the same
+///   error (the server then removes their documents, and the charge goes down again).
+///
+/// The public pool's connections stand for no address: they count in the total only.
+final class MemoryBudget: Sendable {
+    enum Standing: Equatable {
+        case within
+        case overShare
+        case overTotal
+    }
+
+    private struct State {
+        var used = 0
+        var byAddress: [String: Int] = [:]
+    }
+
+    /// Bytes in all.
+    let limit: Int
+    /// The most one address may hold: logged-in sessions, anonymous ones.
+    let addressShare: Int
+    let anonymousShare: Int
+    private let state = LockedState(State())
+
+    init(limit: Int, addressShare: Int, anonymousShare: Int) {
+        self.limit = max(0, limit)
+        self.addressShare = max(0, addressShare)
+        self.anonymousShare = max(0, min(anonymousShare, addressShare))
+    }
+
+    convenience init(configuration: BridgeConfiguration) {
+        let limit = configuration.memoryBudget ?? Self.defaultLimit(memory: Self.memoryLimit())
+        self.init(
+            limit: limit, addressShare: Self.share(limit, percent: configuration.memoryShareAddress),
+            anonymousShare: Self.share(limit, percent: configuration.memoryShareAnonymous))
+    }
+
+    static func share(_ limit: Int, percent: Double) -> Int {
+        let bytes = Double(limit) * min(max(percent, 0), 100) / 100
+        return bytes.isFinite ? Int(min(bytes, Double(Int.max / 2))) : 0
+    }
+
+    var used: Int { state.withLock { $0.used } }
+
+    func used(by address: String) -> Int { state.withLock { $0.byAddress[address, default: 0] } }
+
+    /// May `address` make a new subscription now? Throws the refusal when it may not.
+    func admit(_ address: String, anonymous: Bool) throws(BridgeError) {
+        let standing = state.withLock { state -> Standing in
+            if state.used >= limit { return .overTotal }
+            if !address.isEmpty, state.byAddress[address, default: 0] >= (anonymous ? anonymousShare : addressShare) { return .overShare }
+            return .within
+        }
+        if let refusal = refusal(standing, anonymous: anonymous) { throw refusal }
+    }
+
+    /// Adds `delta` bytes (negative: freed) to what `address` holds; says whether the total or the
+    /// address is now past its bound.
+    @discardableResult
+    func charge(_ address: String, _ delta: Int, anonymous: Bool) -> Standing {
+        state.withLock { state in
+            state.used += delta
+            var mine = 0
+            if !address.isEmpty {
+                mine = state.byAddress[address, default: 0] + delta
+                state.byAddress[address] = mine > 0 ? mine : nil
+            }
+            if state.used > limit { return .overTotal }
+            if !address.isEmpty, mine > (anonymous ? anonymousShare : addressShare) { return .overShare }
+            return .within
+        }
+    }
+
+    /// The refusal for a standing past a bound (`nil` within).
+    func refusal(_ standing: Standing, anonymous: Bool) -> BridgeError? {
+        switch standing {
+        case .within: return nil
+        case .overTotal:
+            return BridgeError(
+                .serviceUnavailable, "memory-budget-exhausted",
+                "The bridge holds its memory budget for documents (\(limit) bytes); try again when others have let go", retryAfter: 30)
+        case .overShare:
+            let share = anonymous ? anonymousShare : addressShare
+            return BridgeError(
+                .tooManyRequests, "memory-share-exhausted",
+                "This address holds its share of the bridge's memory budget (\(share) bytes\(anonymous ? " for anonymous sessions" : "")); let go of subscriptions or log in",
+                retryAfter: 30)
+        }
+    }
+
+    // MARK: - The machine's memory
+
+    /// Half of the memory this process may use (the documents' estimate runs below what they
+    /// cost in all: event logs, encodings, the connections themselves take the rest).
+    static func defaultLimit(memory: Int) -> Int { memory / 2 }
+
+    /// The cgroup's memory limit (v2 `memory.max`, v1 `memory.limit_in_bytes`) when there is one,
+    /// else the machine's physical memory.
+    static func memoryLimit() -> Int {
+        let physical = Int(clamping: ProcessInfo.processInfo.physicalMemory)
+        for path in ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"] {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { continue }
+            if let bytes = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), bytes > 0, bytes < physical { return bytes }
+        }
+        return physical
+    }
+}
