@@ -1,4 +1,3 @@
-@testable import Bridge
 import DDP
 import DDPServer
 import Foundation
@@ -8,6 +7,8 @@ import NIOCore
 import NIOHTTP1
 import Synchronization
 import Testing
+
+@testable import Bridge
 
 /// A hostile or careless client, through HTTP: limits it cannot get around and input it cannot
 /// slip past.
