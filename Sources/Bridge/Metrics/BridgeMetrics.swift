@@ -21,6 +21,8 @@ public struct BridgeMetrics: Sendable {
     let sessionKeyMismatches: CoreMetrics.Counter
     /// Sessions whose loading subscriptions were stopped for the memory budget.
     let memoryBudgetStops: CoreMetrics.Counter
+    /// Sessions written to the store.
+    let storeSaves: CoreMetrics.Counter
     private let storeErrorCounters = LockedState<[String: CoreMetrics.Counter]>([:])
     /// Request counters by "route status", made once each (making one per request showed in profiles).
     private let requestCounters = LockedState<[String: CoreMetrics.Counter]>([:])
@@ -46,6 +48,7 @@ public struct BridgeMetrics: Sendable {
         sessionsResumed = CoreMetrics.Counter(label: "ddp_bridge_sessions_resumed_total", factory: factory)
         sessionKeyMismatches = CoreMetrics.Counter(label: "ddp_bridge_session_key_mismatches_total", factory: factory)
         memoryBudgetStops = CoreMetrics.Counter(label: "ddp_bridge_memory_budget_stops_total", factory: factory)
+        storeSaves = CoreMetrics.Counter(label: "ddp_bridge_session_store_saves_total", factory: factory)
     }
 
     /// Failures of the session store by operation (open, load, save, end, purge, seal).

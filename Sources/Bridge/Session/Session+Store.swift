@@ -32,6 +32,33 @@ extension Session {
         }
     }
 
+    /// `true`: the caller writes the session (none is being written); `false`, after a write that
+    /// began once the caller asked: it was saved for it.
+    func leadSave() async -> Bool {
+        await withCheckedContinuation { continuation in
+            let leads = state.withLock { state -> Bool in
+                guard state.saveInFlight else {
+                    state.saveInFlight = true
+                    return true
+                }
+                state.saveWaiters.append(continuation)
+                return false
+            }
+            if leads { continuation.resume(returning: true) }
+        }
+    }
+
+    /// After a write: the callers who asked meanwhile (the next write is theirs), or none, and
+    /// the session is no longer being written.
+    func nextSaveBatch() -> [CheckedContinuation<Bool, Never>] {
+        state.withLock { state in
+            let waiting = state.saveWaiters
+            state.saveWaiters = []
+            if waiting.isEmpty { state.saveInFlight = false }
+            return waiting
+        }
+    }
+
     /// Marks the session changed, so the registry's sweep saves it (a failed save is tried again).
     func markDirty() { state.withLock { $0.dirty = true } }
 

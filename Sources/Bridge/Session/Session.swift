@@ -43,6 +43,9 @@ public final class Session: Sendable {
         /// for the budget is under way (nothing more is stopped until the charge is back within).
         var chargedBytes = 0
         var budgetStopPending = false
+        /// A write of this session to its store is under way; who asked for one meanwhile.
+        var saveInFlight = false
+        var saveWaiters: [CheckedContinuation<Bool, Never>] = []
     }
 
     /// A short id for logs; not the token.

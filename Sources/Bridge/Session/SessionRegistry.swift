@@ -208,9 +208,26 @@ public final class SessionRegistry: Service, Sendable {
 
     /// Writes a session to the store now (after a login, logout, subscribe or unsubscribe), so a
     /// restart or another replica finds it as the client last saw it.
+    ///
+    /// One write at a time per session: saves asked for while one is written wait for the next
+    /// write, which covers them all (each caller is answered after a write that began after it
+    /// asked). A burst of 40 subscribes was 40 writes of the whole row; it is two.
     func save(_ session: Session) async {
-        guard session.isPersistent, let persistence, let (record, loginToken) = session.storeRecord() else { return }
-        if await !persistence.save(record, loginToken: loginToken) { session.markDirty() }
+        guard session.isPersistent, let persistence else { return }
+        guard await session.leadSave() else { return }  // another caller's write covered this one
+        var served: [CheckedContinuation<Bool, Never>] = []
+        while true {
+            if let (record, loginToken) = session.storeRecord() {
+                if await persistence.save(record, loginToken: loginToken) {
+                    metrics.storeSaves.increment()
+                } else {
+                    session.markDirty()
+                }
+            }
+            for waiter in served { waiter.resume(returning: false) }
+            served = session.nextSaveBatch()
+            if served.isEmpty { return }
+        }
     }
 
     func session(meteorKey: String) -> Session? { state.withLock { $0.byMeteorKey[meteorKey] } }
