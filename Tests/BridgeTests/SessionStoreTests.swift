@@ -503,6 +503,35 @@ import Testing
         }
     }
 
+    /// Two bridges on one store: a session ended on one (its client's `DELETE`) lived on in the
+    /// other. A held stored session is looked up again (`--store-check-interval`) and ends there too.
+    @Test func aSessionEndedOnOneReplicaEndsOnTheOther() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let key = SessionKey.random()
+        let storing = Self.storing(in: folder, key: key)
+        try await Self.withUpstream { _, url in
+            try await BridgeHarness.run(upstreamURL: url, configure: { storing(&$0) }) { a in
+                try await BridgeHarness.run(
+                    upstreamURL: url,
+                    configure: {
+                        storing(&$0)
+                        $0.storeCheckInterval = .milliseconds(100)
+                    }
+                ) { b in
+                    let (token, _) = try await a.session(#"{"username":"alice","password":"secret"}"#)
+                    #expect(try await b.request(.get, "/v1/session", token: token).status == .ok, "B resumes it from the store")
+                    #expect(try await a.request(.delete, "/v1/session", token: token).status == .noContent)
+                    expectError(try await a.request(.get, "/v1/session", token: token), .unauthorized, "session-expired")
+                    try await eventually("B ends it too", timeout: .seconds(5)) {
+                        try await b.request(.get, "/v1/session", token: token).status == .unauthorized
+                    }
+                    expectError(try await b.request(.post, "/v1/methods/echo", token: token, body: "[1]"), .unauthorized, "session-expired")
+                }
+            }
+        }
+    }
+
     /// Once shutdown begins, `/readyz` sends a load balancer elsewhere (drain) while requests go on.
     @Test func readinessSaysShuttingDownOnceShutdownBegins() async throws {
         try await BridgeHarness.run(configure: { $0.shutdownGrace = .seconds(30) }) { h in

@@ -105,6 +105,9 @@ public struct BridgeConfiguration: Sendable {
     public var sessionStore: SessionStoreChoice = .sqlite
     /// The folder of the embedded store's `sessions.sqlite`.
     public var dataDirectory = "data"
+    /// How often a stored session held here is looked up before it serves, so one that another
+    /// replica ended ends here too.
+    public var storeCheckInterval: Duration = .seconds(2)
     /// Seals the Meteor login tokens a store keeps; without it, sessions stay in memory only.
     public var sessionKey: SessionKey?
 

@@ -316,6 +316,10 @@ public struct Settings: Sendable {
             }
             settings.configuration.corsOrigins = origins
         },
+        seconds(
+            "store-check-interval",
+            "Seconds between looks at the store for a stored session held here, so one another replica ended ends here too",
+            \.configuration.storeCheckInterval, minimum: 0.05),
         custom(
             "cookie-secure",
             "When the session cookie carries Secure: auto (when a trusted proxy says X-Forwarded-Proto: https), always or never",

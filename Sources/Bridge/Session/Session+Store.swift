@@ -32,6 +32,17 @@ extension Session {
         }
     }
 
+    /// `true` when the store was last asked about this session `interval` ago or more (and
+    /// marks it asked now): one caller checks, the others go on.
+    func claimStoreCheck(every interval: Duration) -> Bool {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            if let last = state.storeCheckedAt, now - last < interval { return false }
+            state.storeCheckedAt = now
+            return true
+        }
+    }
+
     /// `true`: the caller writes the session (none is being written); `false`, after a write that
     /// began once the caller asked: it was saved for it.
     func leadSave() async -> Bool {

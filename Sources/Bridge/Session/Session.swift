@@ -44,6 +44,7 @@ public final class Session: Sendable {
         var chargedBytes = 0
         var budgetStopPending = false
         /// A write of this session to its store is under way; who asked for one meanwhile.
+        var storeCheckedAt: ContinuousClock.Instant?
         var saveInFlight = false
         var saveWaiters: [CheckedContinuation<Bool, Never>] = []
     }

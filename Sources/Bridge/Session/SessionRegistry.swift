@@ -139,10 +139,24 @@ public final class SessionRegistry: Service, Sendable {
             return .resuming(task)
         }
         switch found {
-        case .held(let session): return session
+        case .held(let session):
+            try await recheck(session)
+            return session
         case .resuming(let task):
             do { return try await task.value } catch { throw BridgeError.from(error) }
         }
+    }
+
+    /// Another replica may have ended a session this one holds (its client's `DELETE`, an idle
+    /// expiry there): at most once per `--store-check-interval`, a held stored session is looked
+    /// up before it serves, and one whose row says it ended ends here too (401). A store that
+    /// does not answer decides nothing: the session goes on.
+    private func recheck(_ session: Session) async throws(BridgeError) {
+        guard session.isPersistent, let persistence, session.claimStoreCheck(every: configuration.storeCheckInterval) else { return }
+        guard case .found(let stored) = await persistence.load(tokenHash: session.tokenHash), let reason = stored.ended else { return }
+        // Ended elsewhere: its row and its upstream login are that replica's business.
+        await end(session, reason: reason, stored: .keep)
+        throw Self.expired(reason)
     }
 
     /// Brings a stored session back: the same token, subscriptions (same ids) and login (the
