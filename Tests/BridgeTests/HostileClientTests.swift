@@ -273,13 +273,14 @@ import Testing
     }
 
     /// Each session was capped, the process was not: an anonymous session on a 100,000-document
-    /// publication took ~48 MiB and one address may open 100 sessions. Now the documents held
-    /// for clients have a budget; an address a share of it (anonymous sessions a smaller one).
+    /// publication took ~48 MiB and one address may open 100 sessions. Now what sessions hold
+    /// (documents and event logs) has a budget; an address a share of it (anonymous sessions a
+    /// smaller one).
     @Test func oneAddressCannotTakeTheMemoryEveryoneShares() async throws {
         try await BridgeHarness.run(configure: {
-            $0.memoryBudget = 4 << 20
-            $0.memoryShareAddress = 25  // 1 MiB
-            $0.memoryShareAnonymous = 10  // ~420 KB
+            $0.memoryBudget = 8 << 20
+            $0.memoryShareAddress = 25  // 2 MiB
+            $0.memoryShareAnonymous = 5  // ~420 KB
             $0.trustedProxies = [IPRange("127.0.0.1")!]
             $0.maxSessionsPerAddress = 1_000
         }) { h in
@@ -289,51 +290,42 @@ import Testing
                 #expect(reply.status == .created, "\(reply.text)")
                 return reply["token"]?.stringValue ?? ""
             }
-            // An anonymous session loading ~940 KB is stopped past its address's anonymous share.
+            func subscribe(_ token: String, _ count: Int, _ address: String) async throws -> BridgeHarness.Reply {
+                try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[\#(count)]}"#, headers: from(address))
+            }
+            // An anonymous session loading ~2 MB is stopped past its address's anonymous share.
             let greedy = try await session("203.0.113.5")
-            let stopped = try await h.request(
-                .post, "/v1/subscriptions", token: greedy, body: #"{"name":"bulk","params":[2000]}"#, headers: from("203.0.113.5"))
+            let stopped = try await subscribe(greedy, 2_000, "203.0.113.5")
             expectError(stopped, .tooManyRequests, "memory-share-exhausted")
             #expect(stopped.headers[.retryAfter] != nil)
-            // The server removes what it had sent: the charge goes back down.
-            try await eventually("the stopped subscription's documents released") {
-                let metrics = try await h.request(.get, "/metrics").text
-                return (metricSample(metrics, "ddp_bridge_memory_budget_used_bytes") ?? 1) < 100_000
-            }
-            // More anonymous sessions from that address: each may load within the share, not past it.
-            var loaded: [String] = []
-            for _ in 0..<4 {
-                let token = try await session("203.0.113.5")
-                let reply = try await h.request(
-                    .post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[300]}"#, headers: from("203.0.113.5"))
-                if reply.status == .created {
-                    loaded.append(token)
-                } else {
-                    #expect(reply.status == .tooManyRequests, "\(reply.text)")
-                    #expect(reply["error"] == "memory-share-exhausted")
-                }
-            }
-            #expect((1...3).contains(loaded.count), "\(loaded.count) of 4 loaded ~140 KB each within ~420 KB")
+            // Its event log still holds what it saw: that address's anonymous share stays spent, and
+            // its next subscription is refused before anything is sent upstream.
+            let another = try await session("203.0.113.5")
+            let subscriptions = await h.upstream.core.subscriptionCount(named: "bulk")
+            expectError(try await subscribe(another, 100, "203.0.113.5"), .tooManyRequests, "memory-share-exhausted")
+            #expect(await h.upstream.core.subscriptionCount(named: "bulk") == subscriptions, "nothing was sent upstream")
             // Another address, logged in, loads more than an anonymous share allows.
             let other = try await session("198.51.100.20", #"{"username":"alice","password":"secret"}"#)
-            let served = try await h.request(
-                .post, "/v1/subscriptions", token: other, body: #"{"name":"bulk","params":[1500]}"#, headers: from("198.51.100.20"))
+            let served = try await subscribe(other, 1_500, "198.51.100.20")
             #expect(served.status == .created, "\(served.text)")
             let metrics = try await h.request(.get, "/metrics").text
-            #expect(metricSample(metrics, "ddp_bridge_memory_budget_bytes") == Double(4 << 20))
-            #expect((metricSample(metrics, "ddp_bridge_memory_budget_used_bytes") ?? 0) > 500_000)
+            #expect(metricSample(metrics, "ddp_bridge_memory_budget_bytes") == Double(8 << 20))
+            #expect((metricSample(metrics, "ddp_bridge_memory_budget_used_bytes") ?? 0) > 1_000_000)
             #expect((metricSample(metrics, "ddp_bridge_memory_budget_stops_total") ?? 0) >= 1)
-            // A session that ends gives its documents' share back.
-            for token in loaded { _ = try await h.request(.delete, "/v1/session", token: token, headers: from("203.0.113.5")) }
-            _ = try await h.request(.delete, "/v1/session", token: other, headers: from("198.51.100.20"))
+            // A session that ends gives its share back.
+            _ = try await h.request(.delete, "/v1/session", token: greedy, headers: from("203.0.113.5"))
+            #expect(try await subscribe(another, 100, "203.0.113.5").status == .created)
+            for (token, address) in [(another, "203.0.113.5"), (other, "198.51.100.20")] {
+                _ = try await h.request(.delete, "/v1/session", token: token, headers: from(address))
+            }
             try await eventually("everything given back") {
                 metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_memory_budget_used_bytes") == 0
             }
         }
     }
 
-    /// Past the whole budget, a loading subscription is stopped with 503 whatever its address;
-    /// once its documents are gone, others are served.
+    /// Past the whole budget, a loading subscription is stopped with 503 whatever its address, and
+    /// while the budget is spent, new subscriptions are refused before anything is sent upstream.
     @Test func pastTheWholeMemoryBudgetALoadingSubscriptionIsStopped() async throws {
         try await BridgeHarness.run(configure: {
             $0.memoryBudget = 1 << 20
@@ -343,11 +335,15 @@ import Testing
             let (token, _) = try await h.session()
             let first = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[5000]}"#)
             expectError(first, .serviceUnavailable, "memory-budget-exhausted")
-            try await eventually("the stopped subscription's documents released") {
-                metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_memory_budget_used_bytes") == 0
-            }
             let (other, _) = try await h.session()
-            #expect(try await h.request(.post, "/v1/subscriptions", token: other, body: #"{"name":"bulk","params":[1000]}"#).status == .created)
+            let before = await h.upstream.core.subscriptionCount(named: "tasks")
+            expectError(
+                try await h.request(.post, "/v1/subscriptions", token: other, body: #"{"name":"tasks"}"#), .serviceUnavailable,
+                "memory-budget-exhausted")
+            #expect(await h.upstream.core.subscriptionCount(named: "tasks") == before, "nothing was sent upstream")
+            // The session that held it ends: room again.
+            #expect(try await h.request(.delete, "/v1/session", token: token).status == .noContent)
+            #expect(try await h.request(.post, "/v1/subscriptions", token: other, body: #"{"name":"bulk","params":[500]}"#).status == .created)
         }
     }
 

@@ -119,13 +119,15 @@ public final class Session: Sendable {
             if case .documentsChanged = event { charge(client) }
         }
 
-        /// Charges the cache's change in size to the memory budget; past the total or the
-        /// address's share, stops the subscriptions still loading (once, until back within).
+        /// Charges the change in what the session holds (its cache and its event log) to the
+        /// memory budget; past the total or the address's share, stops the subscriptions still
+        /// loading (once, until back within).
         private func charge(_ client: isolated DDPClient) {
-            let bytes = client.cachedBytes
+            let cached = client.cachedBytes
             let (delta, anonymous) = state.withLock { state -> (Int, Bool) in
                 // A closed session gave its charge back; what still arrives is not its to hold.
                 guard state.closed == nil else { return (0, false) }
+                let bytes = cached + state.pipeline.log.bytes
                 defer { state.chargedBytes = bytes }
                 return (bytes - state.chargedBytes, state.userID == nil)
             }
