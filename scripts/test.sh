@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs what is missing, builds, runs every
 # test (Swift Testing; the fault campaign runs there with 200 faults), fuzzes for a minute, checks the running server against openapi.yaml (schemathesis),
-# fails over between two replicas behind HAProxy with a PostgreSQL session store,
+# fails over between two replicas behind HAProxy with a PostgreSQL session store, runs the
+# resource campaign (one client trying to take what the others need),
 # runs the client examples and a generated client, tests the console's modules and drives the web
 # console in headless Chromium, then a seconds-long smoke run of the
 # benchmark harness.
@@ -41,6 +42,11 @@ scripts/contract-test.sh
 # the demo DDP server as the upstream: the replica serving a session is killed, then the other is
 # drained; writes with the same token go on, the stream resumes, the copy equals REST (~15 s).
 scripts/failover-test.sh
+
+# The resource campaign (~15 s): from one address, anonymous sessions loading a large publication,
+# distinct public reads and idle connections until refused, while another address is never
+# refused; the bridge's resident memory stays under its budget plus a margin.
+python3 scripts/resource_campaign.py --seconds 30 --out .build/resource-campaign.json
 
 # Client examples (Python, Node, Go, Swift, shell) and a client generated from openapi.yaml,
 # each against the demo: their local copies must equal what REST returns, live and resumed.
