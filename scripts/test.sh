@@ -35,6 +35,10 @@ scripts/fuzz.sh --seconds 20
 swift build -c release --product ddp-bench && swift build -c release --product ddp-bridge
 export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 
+# Ports taken: serve, demo and demo-server end at once naming the address, setting and cause;
+# the demo starts beside a Meteor app on port 3000.
+python3 scripts/port_check.py
+
 # The HTTP contract: openapi.yaml is valid and the running server keeps it.
 scripts/contract-test.sh
 

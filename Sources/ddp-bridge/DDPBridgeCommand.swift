@@ -1,6 +1,8 @@
 import ArgumentParser
 import Bridge
+import Foundation
 import Logging
+import NIOCore
 
 @main
 struct DDPBridgeCommand: AsyncParsableCommand {
@@ -26,4 +28,16 @@ func makeLogger(_ level: String) throws -> Logger {
     var logger = Logger(label: "ddp-bridge")
     logger.logLevel = parsed
     return logger
+}
+
+/// Runs `body`; a listener it could not bind ends the process with status 1 and one line naming
+/// the address, the setting that chooses it and the cause (`address already in use`).
+func listening<T>(on address: String, setBy setting: String, _ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as IOError {
+        FileHandle.standardError.write(
+            Data("ddp-bridge: cannot listen on \(address) (\(setting)): \(String(cString: strerror(error.errnoCode)).lowercased())\n".utf8))
+        throw ExitCode(1)
+    }
 }

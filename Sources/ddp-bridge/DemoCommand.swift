@@ -19,8 +19,8 @@ struct DemoCommand: AsyncParsableCommand {
             + Settings.helpText(excluding: ["upstream"])
     )
 
-    @Option(help: "Port of the embedded DDP server (0 picks a free one).")
-    var ddpPort: Int = 3000
+    @Option(help: "Port of the embedded DDP server (0, the default, picks a free one: 3000 is often a Meteor app's).")
+    var ddpPort: Int = 0
 
     @Flag(help: "Also follow the demo publications and print their live changes.")
     var watch = false
@@ -56,7 +56,7 @@ struct DemoCommand: AsyncParsableCommand {
         let logger = try makeLogger(settings.logLevel)
         let server = LocalDDPServer(configuration: DemoDataSet.configuration, logger: logger)
         try await DemoDataSet.seed(server.core)
-        let upstreamPort = try await server.start(port: ddpPort)
+        let upstreamPort = try await listening(on: "127.0.0.1:\(ddpPort)", setBy: "--ddp-port") { try await server.start(port: ddpPort) }
         let upstream = "ws://127.0.0.1:\(upstreamPort)/websocket"
         var bridgeConfiguration = settings.configuration
         bridgeConfiguration.upstream = upstream
@@ -94,7 +94,12 @@ struct DemoCommand: AsyncParsableCommand {
         }
         services.append(registry.shutdownGrace)  // last: told of a shutdown first
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        do {
+            try await listening(on: "\(host):\(port)", setBy: "--port, DDP_BRIDGE_PORT") { try await group.run() }
+        } catch {
+            await server.stop()
+            throw error
+        }
         await server.stop()
     }
 

@@ -33,7 +33,7 @@ struct DemoServerCommand: AsyncParsableCommand {
         let logger = try makeLogger(logLevel)
         let server = LocalDDPServer(configuration: DemoDataSet.configuration, logger: logger)
         try await DemoDataSet.seed(server.core)
-        let bound = try await server.start(host: host, port: port)
+        let bound = try await listening(on: "\(host):\(port)", setBy: "--port") { try await server.start(host: host, port: port) }
         DemoCommand.say("demo DDP server: ws://\(host):\(bound)/websocket (users alice/secret, bob/hunter2)")
         let services: [any Service] = toggle ? [TaskToggler(core: server.core)] : [UntilShutdown()]
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

@@ -45,6 +45,6 @@ struct ServeCommand: AsyncParsableCommand {
         // The grace service comes last, so it hears of a shutdown first (services stop in reverse).
         let group = ServiceGroup(
             configuration: .init(services: [application, registry.shutdownGrace], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        try await listening(on: "\(host):\(settings.port)", setBy: "--port, DDP_BRIDGE_PORT") { try await group.run() }
     }
 }

@@ -66,7 +66,11 @@ public actor LocalDDPServer {
             logger: logger
         )
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
-        let task = Task { try await group.run() }
+        // A server that cannot listen (its port is taken) ends the group: the wait below ends with it.
+        let task = Task {
+            defer { boundContinuation.finish() }
+            try await group.run()
+        }
         running = (group, task)
         var iterator = bound.makeAsyncIterator()
         guard let actual = await iterator.next(), actual != 0 else {
