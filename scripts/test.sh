@@ -8,66 +8,101 @@
 # benchmark harness.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Each stage's duration, printed at the end (before the closing count), or when a stage fails.
+stage_name="set-up"
+stage_started=$SECONDS
+stage_times=()
+stage() {
+    stage_times+=("$(printf '%6d s  %s' $((SECONDS - stage_started)) "$stage_name")")
+    stage_name=$1
+    stage_started=$SECONDS
+}
+report_stages() {
+    [ -n "$stage_name" ] || return 0
+    stage ""
+    echo "test.sh: time by stage"
+    printf '%s\n' "${stage_times[@]}"
+    echo "$(printf '%6d s' "$SECONDS")  in all"
+    stage_name=""
+}
+trap report_stages EXIT
+
 source scripts/setup.sh
 
 # Formatting: the toolchain's swift-format with the checked-in .swift-format; fix with
 # `swift format format -i -r Sources Tests Fuzz Package.swift`.
+stage "format"
 swift format lint --strict -r Sources Tests Fuzz Package.swift
 
+stage "debug build"
 swift build --build-tests
 mkdir -p .build
+stage "Swift tests"
 swift test --disable-xctest 2>&1 | tee .build/test-output.txt
 # Heavy tests (tens of thousands of documents) run on their own, so their load does not
 # disturb the timing of the others.
 # They include the fault campaign (200 faults through a faulty proxy), a heavy query, a large snapshot,
 # probes answered while every worker of the concurrency pool is blocked, and the event loops'
 # lateness while the in-process DDP server publishes 30,000 documents.
+stage "heavy Swift tests"
 DDP_BRIDGE_HEAVY_TESTS=1 swift test --disable-xctest --skip-build --no-parallel \
     --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops" \
     2>&1 | tee .build/test-output-heavy.txt
 
 # Fuzzing, bounded: each libFuzzer target (EJSON, DDP messages, selectors) for 20 s, seeded with
 # the recorded transcripts; a crash fails the run (scripts/fuzz.sh for longer runs).
+stage "fuzzing"
 scripts/fuzz.sh --seconds 20
 
 # The release build: the contract and browser checks run against it (so release-only
 # faults show up), and the benchmark harness needs it.
+stage "release build"
 swift build -c release --product ddp-bench && swift build -c release --product ddp-bridge
 export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 
 # Ports taken: serve, demo and demo-server end at once naming the address, setting and cause;
 # the demo starts beside a Meteor app on port 3000.
+stage "ports"
 python3 scripts/port_check.py
 
 # The HTTP contract: openapi.yaml is valid and the running server keeps it.
+stage "contract"
 scripts/contract-test.sh
 
 # Two replicas behind HAProxy (deploy/haproxy.cfg) sharing a throwaway PostgreSQL session store,
 # the demo DDP server as the upstream: the replica serving a session is killed, then the other is
 # drained; writes with the same token go on, the stream resumes, the copy equals REST (~15 s).
+stage "failover"
 scripts/failover-test.sh
 
 # The resource campaign (~15 s): from one address, anonymous sessions loading a large publication,
 # distinct public reads and idle connections until refused, while another address is never
 # refused; the bridge's resident memory stays under its budget plus a margin.
+stage "resource campaign"
 python3 scripts/resource_campaign.py --seconds 30 --out .build/resource-campaign.json
 
 # Client examples (Python, Node, Go, Swift, shell) and a client generated from openapi.yaml,
 # each against the demo: their local copies must equal what REST returns, live and resumed.
+stage "examples"
 scripts/examples.sh
 
 # The web console: type check and node --test of its pure modules, then the whole page in
 # headless Chromium (Selenium) against the running demo bridge.
+stage "console"
 scripts/console-test.sh
+stage "browser"
 scripts/browser-test.sh
 
 # Benchmarks are not tests; this seconds-long run of every part only keeps the harness from
 # rotting (its figures mean nothing). wrk (Debian) drives the REST part.
+stage "bench smoke"
 ensure_packages wrk
 .build/release/ddp-bench --help | grep -q -- '--load-same-priority' || { echo "ddp-bench --help did not print its usage" >&2; exit 1; }
 if .build/release/ddp-bench --no-such-option 2>/dev/null; then echo "ddp-bench accepted an unknown option" >&2; exit 1; fi
 GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" timeout 600 .build/release/ddp-bench --smoke --out .build/bench-smoke
 
+report_stages
 count=0
 for output in .build/test-output.txt .build/test-output-heavy.txt; do
     summary=$(grep -E 'Test run with [0-9]+ tests? .* passed' "$output" | tail -n 1 || true)
