@@ -35,6 +35,10 @@ source scripts/setup.sh
 stage "format"
 swift format lint --strict -r Sources Tests Fuzz Package.swift
 
+# Every relative link and anchor in the README and docs/ points somewhere.
+stage "links"
+python3 scripts/check-links.py
+
 stage "debug build"
 swift build --build-tests
 mkdir -p .build
@@ -58,13 +62,20 @@ scripts/fuzz.sh --seconds 20
 # The release build: the contract and browser checks run against it (so release-only
 # faults show up), and the benchmark harness needs it.
 stage "release build"
-swift build -c release --product ddp-bench && swift build -c release --product ddp-bridge
+swift build -c release --product ddp-bench
+swift build -c release --product ddp-bridge
 export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 
 # Ports taken: serve, demo and demo-server end at once naming the address, setting and cause;
 # the demo starts beside a Meteor app on port 3000.
 stage "ports"
 python3 scripts/port_check.py
+
+# The dashboard and alert rules (deploy/grafana, deploy/prometheus): promtool checks the rules, and
+# every metric they name is exported by a running bridge after some traffic.
+stage "observability"
+ensure_packages prometheus
+python3 scripts/check-observability.py
 
 # The HTTP contract: openapi.yaml is valid and the running server keeps it.
 stage "contract"

@@ -61,9 +61,9 @@ final class SQLiteSessionStore: SessionStore {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
         let path = (folder as NSString).appendingPathComponent("sessions.sqlite")
-        var info = stat()
-        if lstat(path, &info) == 0 {
-            guard info.st_mode & S_IFMT == S_IFREG else { throw SessionStoreError.unsafeFile(path) }
+        // attributesOfItem reads the link itself, not what it points to.
+        if let type = (try? FileManager.default.attributesOfItem(atPath: path))?[.type] as? FileAttributeType {
+            guard type == .typeRegular else { throw SessionStoreError.unsafeFile(path) }
         } else {
             let descriptor = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard descriptor >= 0 else { throw SessionStoreError.unsafeFile(path) }
