@@ -192,6 +192,23 @@ import Testing
         await upstream.stop()
     }
 
+    /// Another process's connection to the store file, to hold its locks: with a thread of its own
+    /// (on the shared pool, two threads here, its COMMIT could wait behind the bridge's open, which
+    /// waits for the holder's lock). Shut the pool down when done.
+    static func fileHolder(_ folder: String) async throws -> (SQLiteConnection, NIOThreadPool) {
+        let pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        do {
+            let holder = try await SQLiteConnection.open(
+                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), threadPool: pool,
+                logger: Logger(label: "holder"), on: MultiThreadedEventLoopGroup.singleton.any())
+            return (holder, pool)
+        } catch {
+            try? await pool.shutdownGracefully()
+            throw error
+        }
+    }
+
     static func storing(in folder: String, key: SessionKey) -> @Sendable (inout BridgeConfiguration) -> Void {
         { configuration in
             configuration.sessionStore = .sqlite
@@ -299,14 +316,8 @@ import Testing
                 }
             }
             let all = tokens.withLock { $0 }
-            // The holder has a thread of its own: on the shared pool (two threads here) its COMMIT
-            // could wait behind the bridge's open, which waits for the holder's lock (busy_timeout).
-            let pool = NIOThreadPool(numberOfThreads: 1)
-            pool.start()
+            let (holder, pool) = try await Self.fileHolder(folder)
             defer { pool.shutdownGracefully { _ in } }
-            let holder = try await SQLiteConnection.open(
-                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), threadPool: pool,
-                logger: Logger(label: "holder"), on: MultiThreadedEventLoopGroup.singleton.any())
             _ = try await holder.query("PRAGMA locking_mode = EXCLUSIVE", [])
             _ = try await holder.query("BEGIN EXCLUSIVE", [])
             let (lines, logger) = LogLines.logger(level: .info)
@@ -337,14 +348,8 @@ import Testing
         let key = SessionKey.random()
         try await Self.withUpstream { _, url in
             let kept = LockedState<(token: String, subscriptions: EJSON?)>(("", nil))
-            // The holder has a thread of its own: on the shared pool (two threads here) its COMMIT
-            // could wait behind the bridge's open, which waits for the holder's lock (busy_timeout).
-            let pool = NIOThreadPool(numberOfThreads: 1)
-            pool.start()
+            let (holder, pool) = try await Self.fileHolder(folder)
             defer { pool.shutdownGracefully { _ in } }
-            let holder = try await SQLiteConnection.open(
-                storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), threadPool: pool,
-                logger: Logger(label: "holder"), on: MultiThreadedEventLoopGroup.singleton.any())
             try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
                 let (token, _) = try await h.session()
                 #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#).status == .created)
@@ -480,12 +485,8 @@ import Testing
                 let port = try #require(h.client.port)
                 // Another process holds the file's write lock while the burst arrives, so the first
                 // write waits and every other subscribe asks while it is under way.
-                let pool = NIOThreadPool(numberOfThreads: 1)
-                pool.start()
+                let (holder, pool) = try await Self.fileHolder(folder)
                 defer { pool.shutdownGracefully { _ in } }
-                let holder = try await SQLiteConnection.open(
-                    storage: .file(path: (folder as NSString).appendingPathComponent("sessions.sqlite")), threadPool: pool,
-                    logger: Logger(label: "holder"), on: MultiThreadedEventLoopGroup.singleton.any())
                 _ = try await holder.query("BEGIN IMMEDIATE", [])
                 // Each on a connection of its own, so they are concurrent (the harness's client is one connection).
                 async let statuses = withThrowingTaskGroup(of: Int.self) { group in
