@@ -104,8 +104,11 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl")
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["BuildInfo"]
         ),
+        // Records the commit a build is made from (BuildInfo.commit: --version, ddp_bridge_build_info).
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         .executableTarget(
             name: "ddp-bridge",
             dependencies: [

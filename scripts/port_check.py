@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Ports taken: the bridge never hangs silently.
+"""Ports taken: the bridge never hangs silently. And `--version` says what is running.
 
 With another program listening on the port it would use, `ddp-bridge serve`, `demo` (its own
 port, or the demo DDP server's) and `demo-server` must end within two seconds with status 1 and
@@ -79,5 +79,10 @@ except subprocess.TimeoutExpired:
     process.kill()
 if meteor:
     meteor.close()
+# The version and the commit of the build (the repository's HEAD here, `-modified` if it differs).
+import re
+version = subprocess.run([BIN, "--version"], capture_output=True, text=True, timeout=10)
+check("--version prints the version and the commit", version.returncode == 0 and re.fullmatch(
+    r"\d+\.\d+\.\d+ \(commit ([0-9a-f]{7,}(-modified)?|unknown)\)", version.stdout.strip()) is not None, version.stdout.strip())
 print(f"ports: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

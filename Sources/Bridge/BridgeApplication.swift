@@ -6,7 +6,7 @@ public import NIOCore
 /// The bridge as a Hummingbird application: the REST routes, the JSON error shape, and the
 /// session registry running as one of the application's services.
 public enum BridgeApplication {
-    public static let version = "0.1.0"
+    public static var version: String { BuildInfo.version }
 
     public static func make(
         configuration: BridgeConfiguration,

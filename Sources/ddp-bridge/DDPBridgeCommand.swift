@@ -14,7 +14,7 @@ struct DDPBridgeCommand: AsyncParsableCommand {
             Events for that Meteor app; `ddp-bridge demo` runs it on an embedded demo DDP server;
             `ddp-bridge demo-server` serves only that DDP server (a stand-in for a Meteor app).
             """,
-        version: BridgeApplication.version,
+        version: BuildInfo.description,
         subcommands: [ServeCommand.self, DemoCommand.self, DemoServerCommand.self, WatchCommand.self],
         defaultSubcommand: ServeCommand.self
     )

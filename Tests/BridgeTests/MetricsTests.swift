@@ -6,6 +6,17 @@ import Testing
 
 @Suite struct MetricsTests {
     /// The value of a sample line `name{labels} value` (labels given as they appear), or nil.
+    /// Which version and commit is running, for dashboards and alerts across an upgrade.
+    @Test func theBuildIsOneSeriesWithItsVersionAndCommit() async throws {
+        try await BridgeHarness.run { h in
+            let text = try await h.request(.get, "/metrics").text
+            let line = text.split(separator: "\n").first { $0.hasPrefix("ddp_bridge_build_info{") }
+            #expect(line?.contains(#"version="\#(BuildInfo.version)""#) == true, "\(line ?? "no ddp_bridge_build_info")")
+            #expect(line?.contains(#"commit="\#(BuildInfo.commit)""#) == true && BuildInfo.commit != "", "\(line ?? "")")
+            #expect(line?.hasSuffix(" 1") == true || line?.hasSuffix(" 1.0") == true)
+        }
+    }
+
     @Test func metricsFollowRealTraffic() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()

@@ -49,6 +49,10 @@ public struct BridgeMetrics: Sendable {
         sessionKeyMismatches = CoreMetrics.Counter(label: "ddp_bridge_session_key_mismatches_total", factory: factory)
         memoryBudgetStops = CoreMetrics.Counter(label: "ddp_bridge_memory_budget_stops_total", factory: factory)
         storeSaves = CoreMetrics.Counter(label: "ddp_bridge_session_store_saves_total", factory: factory)
+        // What is running: one series, 1, labelled with the version and the commit.
+        CoreMetrics.Gauge(
+            label: "ddp_bridge_build_info", dimensions: [("version", BuildInfo.version), ("commit", BuildInfo.commit)], factory: factory
+        ).record(1)
     }
 
     /// Failures of the session store by operation (open, load, save, end, purge, seal).
