@@ -29,6 +29,7 @@ WORKDIR /src
 COPY Package.swift ./
 RUN --mount=type=cache,id=ddp-bridge-build,target=/src/.build,sharing=locked \
     swift package resolve
+COPY Plugins ./Plugins
 COPY Sources ./Sources
 COPY Tests ./Tests
 # Without its DWARF (a third of the binary, 65 MB): a crash's backtrace still names functions.
