@@ -25,8 +25,12 @@
 # podman runs with a containers.conf of its own (CONTAINERS_CONF, written to $STATE_DIR,
 # default /var/tmp/ddp-bridge-container): default ulimits at the host's (nofile at most 65536,
 # nproc at most 4096; podman's own defaults are above what a container may set here and fail
-# with "setrlimit RLIMIT_NOFILE: Operation not permitted"), and runc where crun cannot start
-# containers (crun refuses cgroups in hybrid mode). The image build's folder is a cache mount
+# with "setrlimit RLIMIT_NOFILE: Operation not permitted"), and an OCI runtime that is installed
+# and starts containers here (CONTAINER_RUNTIME names one, installed when missing; otherwise
+# crun if installed, else runc, which this script installs; crun refuses cgroups in hybrid mode).
+# Containers find each other by name on the check's network: with podman's CNI backend that
+# needs the dnsname plugin, which this script installs. The output says which runtime and
+# network backend were used. The image build's folder is a cache mount
 # kept by podman (/var/tmp/buildah-cache), so a rebuild after a change compiles only that.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,7 +72,10 @@ note() { echo "---- $*"; }
 # scripts/setup.sh: ensure_packages (and the build's own packages, for the host build).
 source scripts/setup.sh
 set +e
-ensure_packages podman podman-compose debootstrap iptables curl ca-certificates runc uidmap
+# golang-github-containernetworking-plugin-dnsname: container names resolve on a CNI network.
+ensure_packages podman podman-compose debootstrap iptables curl ca-certificates runc uidmap \
+    golang-github-containernetworking-plugin-dnsname
+if [ -n "${CONTAINER_RUNTIME:-}" ] && ! command -v "$CONTAINER_RUNTIME" >/dev/null 2>&1; then ensure_packages "$CONTAINER_RUNTIME"; fi
 set -uo pipefail
 
 # ---- Cleanup: this run's containers, volume, network, compose project, files ----------------
@@ -133,7 +140,13 @@ EOF
 export CONTAINERS_CONF=$STATE_DIR/containers.conf
 # podman build keeps HEALTHCHECK only in the Docker image format (podman-compose builds too).
 export BUILDAH_FORMAT=docker
-RUNTIME=${CONTAINER_RUNTIME:-crun}
+# The runtimes to try, in order: the one named, else those installed (crun first).
+RUNTIMES=${CONTAINER_RUNTIME:-$(for r in crun runc; do command -v "$r" >/dev/null 2>&1 && printf '%s ' "$r"; done)}
+RUNTIME=${RUNTIMES%% *}
+if [ -z "$RUNTIME" ]; then
+    echo "FAIL no OCI runtime installed (crun or runc)"
+    exit 1
+fi
 write_conf "$RUNTIME" "$(limit S n 65536):$(limit H n 65536)" "$(limit S u 4096):$(limit H u 4096)"
 
 # The first runtime and limits that start a container here: crun refuses cgroups in hybrid
@@ -143,7 +156,7 @@ write_conf "$RUNTIME" "$(limit S n 65536):$(limit H n 65536)" "$(limit S u 4096)
 configure_podman() { # configure_podman IMAGE
     local limits runtime
     for limits in "$(limit S n 65536):$(limit H n 65536) $(limit S u 4096):$(limit H u 4096)" "1024:4096 1000:1000"; do
-        for runtime in ${CONTAINER_RUNTIME:-crun runc}; do
+        for runtime in $RUNTIMES; do
             # shellcheck disable=SC2086 # two words: nofile and nproc
             write_conf "$runtime" $limits
             if timeout 60 podman run --rm --entrypoint /bin/true "$1" >/dev/null 2>"$WORK/probe-$runtime.err"; then
@@ -184,9 +197,10 @@ swift_fingerprint() {
     } | sha256sum | cut -c1-16
 }
 
-stale() { # stale TAG FINGERPRINT: the image is missing, or made from something else
+stale() { # stale TAG FINGERPRINT: the image is missing, broken, or made from something else
     [ "${REBUILD_BASE_IMAGES:-0}" = 1 ] && return 0
     podman image exists "$1" || return 0
+    image_is_whole "$1" || { podman rmi -f "$1" >/dev/null 2>&1; return 0; }
     [ -z "$2" ] && return 1
     [ "$(podman image inspect -f '{{index .Labels "ddp-bridge.fingerprint"}}' "$1" 2>/dev/null)" != "$2" ]
 }
@@ -213,8 +227,23 @@ EOF
 import_root() { # import_root ROOT TAG FINGERPRINT [--change ...]
     local root=$1 tag=$2 fingerprint=$3
     shift 3
-    tar -C "$root" -c . | podman import --change 'CMD ["/bin/bash"]' \
-        --change "LABEL ddp-bridge.fingerprint=${fingerprint:-none}" "$@" - "$tag" >/dev/null 2>"$STATE_DIR/import.log"
+    [ -x "$root/bin/sh" ] || { echo "no /bin/sh in $root" >"$STATE_DIR/import.log"; return 1; }
+    if tar -C "$root" -c . | podman import --change 'CMD ["/bin/bash"]' \
+        --change "LABEL ddp-bridge.fingerprint=${fingerprint:-none}" "$@" - "$tag" >/dev/null 2>"$STATE_DIR/import.log" &&
+        image_is_whole "$tag"; then
+        return 0
+    fi
+    # Never leave a half-made stand-in behind: the next run would take it for made.
+    podman rmi -f "$tag" >/dev/null 2>&1
+    return 1
+}
+
+image_is_whole() { # image_is_whole TAG: the image's root has a shell (read without running it)
+    local mount whole=1
+    mount=$(podman image mount "$1" 2>/dev/null) || return 1
+    [ -x "$mount/bin/sh" ] && whole=0
+    podman image unmount "$1" >/dev/null 2>&1
+    return $whole
 }
 
 make_base_image() {
@@ -324,7 +353,8 @@ if configure_podman "$probe_image"; then
     if [ "$RUNTIME" = runc ] && [ -s "$WORK/probe-crun.err" ]; then
         note "crun: $(grep -v -e syslog -e systemd "$WORK/probe-crun.err" | head -n 1 | cut -c1-100)"
     fi
-    note "podman $(podman --version | awk '{print $3}'), runtime $RUNTIME, $(grep default_ulimits "$CONTAINERS_CONF")"
+    BACKEND=$(podman info --format '{{.Host.NetworkBackend}}' 2>/dev/null)
+    note "podman $(podman --version | awk '{print $3}'), runtime $RUNTIME (of: $RUNTIMES), network backend ${BACKEND:-unknown}, $(grep default_ulimits "$CONTAINERS_CONF")"
 else
     fail "no runtime and limits start a container here ($probe_image): $(grep -hv -e syslog -e systemd "$WORK"/probe-*.err | head -n 2)"
     exit 1
@@ -391,6 +421,10 @@ timeout 60 podman rm -f -v -t 0 "$RUN_ID-alone" >/dev/null 2>&1
 
 # The demo DDP server from the same image as the upstream, on the podman network.
 run --name "$RUN_ID-upstream" "$IMAGE" demo-server --host 0.0.0.0 --port 3000 --toggle
+# Containers find each other by name (the bridge's upstream below is the name): with the CNI
+# backend only with the dnsname plugin.
+resolved=$(timeout 60 podman run --rm --network "$NETWORK" --entrypoint getent "$IMAGE" hosts "$RUN_ID-upstream" 2>/dev/null | awk '{print $1}')
+check "a container name resolves on the check's network (${BACKEND:-unknown} backend): $RUN_ID-upstream is ${resolved:-not found}" test -n "$resolved"
 PORT=$(free_port)
 SESSION_KEY=$(openssl rand -hex 32)
 BRIDGE_ENV=(-e "DDP_BRIDGE_UPSTREAM=ws://$RUN_ID-upstream:3000/websocket" -e "DDP_BRIDGE_SESSION_KEY=$SESSION_KEY")
