@@ -5,12 +5,18 @@ import Logging
 import Testing
 
 /// The upstream goes away and comes back on the same port.
+///
+/// An attempt that reaches the server as it stops or starts can hang until its connect deadline
+/// (10 s by default, as long as these tests wait): the clients here give up on one after 2 s and
+/// try again (a full parallel run failed once when one did).
 @Suite struct ReconnectTests {
+    static func quickToRetry(_ options: inout DDPClientOptions) { options.protocolConfiguration.connectTimeout = .seconds(2) }
+
     @Test func serverRestartWithChangesWhileDownYieldsOnlyTheNetDifference() async throws {
         let server = try await startDemoServer()
         let url = await server.url
         let port = try #require(await server.port)
-        try await withClient(url) { client, log in
+        try await withClient(url, configure: Self.quickToRetry) { client, log in
             let login = try await client.login(.password(user: .username("alice"), password: "secret"))
             try await client.subscribe("tasks")
             try await client.subscribe("myTasks")
@@ -56,7 +62,7 @@ import Testing
     @Test func aRestartWithoutChangesEmitsNoDocumentEvents() async throws {
         let server = try await startDemoServer()
         let port = try #require(await server.port)
-        try await withClient(await server.url) { client, log in
+        try await withClient(await server.url, configure: Self.quickToRetry) { client, log in
             _ = try await client.login(.password(user: .username("bob"), password: "hunter2"))
             try await client.subscribe("tasks")
             try await client.subscribe("myTasks")
@@ -79,7 +85,7 @@ import Testing
     @Test func aRevokedResumeTokenLeavesTheSessionAnonymous() async throws {
         let server = try await startDemoServer()
         let port = try #require(await server.port)
-        try await withClient(await server.url) { client, log in
+        try await withClient(await server.url, configure: Self.quickToRetry) { client, log in
             let login = try await client.login(.password(user: .username("alice"), password: "secret"))
             await server.stop()
             try await server.core.revokeLoginTokens(userId: login.userId)
