@@ -11,14 +11,16 @@ import Testing
 /// Faults of the upstream, each through the public surface: real HTTP against a running bridge
 /// whose upstream is the in-process DDP server or a scripted fake one.
 @Suite(.timeLimit(.minutes(2))) struct UpstreamFaultTests {
-    @Test func aCallTheUpstreamNeverAnswersDoesNotWedgeTheSession() async throws {
-        let upstream = FakeUpstream { connection in
+    /// A fake upstream that answers as a plain Meteor server, logs anyone in as `u1`, and never
+    /// answers calls of `method`.
+    static func upstreamThatNeverAnswers(_ method: String) -> FakeUpstream {
+        FakeUpstream { connection in
             try await connection.handshake()
             try await connection.serve { message in
                 guard message["msg"]?.stringValue == "method" else { return nil }
                 let id = message["id"]?.stringValue ?? ""
                 switch message["method"]?.stringValue {
-                case "hang": return []  // never answered
+                case method: return []
                 case "login":
                     return [
                         #"{"msg":"result","id":"\#(id)","result":{"id":"u1","token":"tok","tokenExpires":{"$date":4102444800000}}}"#,
@@ -28,6 +30,10 @@ import Testing
                 }
             }
         }
+    }
+
+    @Test func aCallTheUpstreamNeverAnswersDoesNotWedgeTheSession() async throws {
+        let upstream = Self.upstreamThatNeverAnswers("hang")
         try await upstream.start()
         defer { Task { await upstream.stop() } }
         try await BridgeHarness.run(upstreamURL: upstream.url) { bridge in
@@ -239,22 +245,7 @@ import Testing
     /// by side: five sessions whose logout the upstream never answers all end within one
     /// logout's wait (before: about 10 s).
     @Test func sessionsExpiringTogetherEndTogether() async throws {
-        let upstream = FakeUpstream { connection in
-            try await connection.handshake()
-            try await connection.serve { message in
-                guard message["msg"]?.stringValue == "method" else { return nil }
-                let id = message["id"]?.stringValue ?? ""
-                switch message["method"]?.stringValue {
-                case "logout": return []  // never answered
-                case "login":
-                    return [
-                        #"{"msg":"result","id":"\#(id)","result":{"id":"u1","token":"tok","tokenExpires":{"$date":4102444800000}}}"#,
-                        #"{"msg":"updated","methods":["\#(id)"]}"#
-                    ]
-                default: return nil
-                }
-            }
-        }
+        let upstream = Self.upstreamThatNeverAnswers("logout")
         try await upstream.start()
         try await BridgeHarness.run(upstreamURL: upstream.url, configure: { $0.sessionIdleTimeout = .seconds(1) }) { bridge in
             var tokens: [String] = []

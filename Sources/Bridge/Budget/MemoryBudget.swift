@@ -47,8 +47,9 @@ final class MemoryBudget: Sendable {
     }
 
     static func share(_ limit: Int, percent: Double) -> Int {
-        let bytes = Double(limit) * min(max(percent, 0), 100) / 100
-        return bytes.isFinite ? Int(min(bytes, Double(Int.max / 2))) : 0
+        let bytes = (Double(limit) * min(max(percent, 0), 100) / 100).rounded(.down)
+        guard bytes.isFinite, let share = Int(exactly: min(bytes, Double(Int.max / 2))) else { return 0 }
+        return share
     }
 
     var used: Int { state.withLock { $0.used } }
