@@ -15,6 +15,10 @@ import WSCore
 /// happens to its ``DDPClientEventSink``, synchronously, on this actor and in order (no buffer
 /// between the connection and its owner; the sink's protocol states the contract).
 ///
+/// The actor runs on its connection's event loop (its executor is the loop, and every attempt's
+/// channel is made on that loop): a timer, a deadline or a cancellation handler runs its body on
+/// the actor directly (``assumeIsolated``), with no Swift task and no hop.
+///
 /// Every wait has a deadline and ends when its caller is cancelled: calls and subscriptions
 /// wait on continuations that a reply, a timer (one NIO scheduled task, no child tasks) or
 /// the cancellation handler resumes; a call that ends on this side leaves the state machine
@@ -42,6 +46,9 @@ public actor DDPClient {
     }
 
     public let options: DDPClientOptions
+    /// The loop this actor and its connection's channel run on.
+    public nonisolated let eventLoop: any EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { eventLoop.executor.asUnownedSerialExecutor() }
     private let logger: Logger
     private let sink: any DDPClientEventSink
     private var machine: DDPConnectionStateMachine
@@ -50,7 +57,7 @@ public actor DDPClient {
     private var readyWaiters: [String: [ReadyWaiter]] = [:]
     private var nextWaiter = 0
     /// Recent `nosub` errors by subscription id (bounded), for waiters that arrive after it.
-    private var recentStops: [String: DDPError] = [:]
+    private var recentStops: [String: DDPFailure] = [:]
     private var recentStopOrder: [String] = []
     private var reconnectDelay: Duration?
     private var closed = false
@@ -67,8 +74,12 @@ public actor DDPClient {
         case close
     }
 
-    public init(options: DDPClientOptions, logger: Logger, events sink: any DDPClientEventSink = DiscardingEventSink()) {
+    public init(
+        options: DDPClientOptions, logger: Logger, events sink: any DDPClientEventSink = DiscardingEventSink(),
+        eventLoop: (any EventLoop)? = nil
+    ) {
         self.options = options
+        self.eventLoop = eventLoop ?? MultiThreadedEventLoopGroup.singleton.any()
         var logger = logger
         logger[metadataKey: "ddp.url"] = .string(options.url)
         self.logger = logger
@@ -93,7 +104,7 @@ public actor DDPClient {
 
     /// Stops the subscriptions still loading (or the newest) with `error`: for a limit the owner
     /// keeps, from its sink (``DDP/DDPConnectionStateMachine/stopLoading(_:warning:)``).
-    public func stopLoading(_ error: DDPError, warning: String) {
+    public func stopLoading(_ error: DDPClientError, warning: String) {
         perform(machine.stopLoading(error, warning: warning))
     }
     /// After a reconnect, until every subscription is ready again: the view is not live yet.
@@ -117,7 +128,7 @@ public actor DDPClient {
                 perform(machine.reconnectTimerFired())
             }
         } onCancel: {
-            Task { await self.interrupt() }
+            onLoop { $0.interrupt() }
         }
         if !closed { close(reason: "stopped") }
     }
@@ -139,8 +150,7 @@ public actor DDPClient {
     private func sleep(for delay: Duration) async {
         guard delay > .zero, !closed, !Task.isCancelled else { return }
         await withCheckedContinuation { continuation in
-            let timer = Self.schedule(after: delay) { client in client.wake() }(self)
-            pause = (continuation, timer)
+            pause = (continuation, timer(delay) { $0.wake() })
         }
     }
 
@@ -184,8 +194,14 @@ public actor DDPClient {
                         }
                     }
                     group.addTask {
-                        for try await message in inbound.messages(maxSize: maxSize) {
-                            await self.receive(Self.decode(message))
+                        var assembler = MessageAssembler(maxSize: maxSize)
+                        do {
+                            for try await frame in inbound {
+                                if let message = try assembler.add(frame) { await self.receive(Self.decode(message)) }
+                            }
+                        } catch NIOWebSocketError.invalidFrameLength {
+                            // One frame over the limit (NIO's decoder holds frames to it).
+                            throw UpstreamTransportError.messageTooLarge(limit: maxSize)
                         }
                         throw CancellationError()
                     }
@@ -194,10 +210,12 @@ public actor DDPClient {
                 }
             }
             if closed { handle.close() }
-            _ = try await ClientConnection(channel, address: .hostname(address.host, port: address.port), logger: logger).run()
+            _ = try await ClientConnection(
+                channel, address: .hostname(address.host, port: address.port), eventLoopGroup: eventLoop, logger: logger
+            ).run()
         } catch is CancellationError {
         } catch {
-            if Self.isMessageTooLarge(error) {
+            if case UpstreamTransportError.messageTooLarge = error {
                 cause = .messageTooLarge(limit: maxSize)
                 logger.warning("the upstream sent a message over the size limit", metadata: ["limit": "\(maxSize)"])
             } else {
@@ -210,12 +228,6 @@ public actor DDPClient {
         outbox?.finish()
         outbox = nil
         perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), cause: cause))
-    }
-
-    /// swift-websocket reports an oversized message or frame with an error of its own package.
-    private static func isMessageTooLarge(_ error: any Error) -> Bool {
-        let text = String(reflecting: error)
-        return text.contains("messageTooLarge") || text.contains("invalidFrameLength")
     }
 
     private func makeTLSConfiguration(_ address: UpstreamAddress) -> TLSConfiguration? {
@@ -236,9 +248,9 @@ public actor DDPClient {
         // Heartbeats and deadlines: a NIO repeated timer while the transport is open, not a task.
         let tick = TimeAmount(max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration)))
         ticker?.cancel()
-        ticker = MultiThreadedEventLoopGroup.singleton.any().scheduleRepeatedTask(initialDelay: tick, delay: tick) { [weak self] _ in
-            guard let self else { return }
-            Task { await self.tick() }
+        // On this actor's loop: the tick runs on the actor as it is.
+        ticker = eventLoop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [weak self] _ in
+            self?.assumeIsolated { $0.tick() }
         }
         if closed { continuation.yield(.close) }
         perform(machine.transportOpened(at: .now))
@@ -247,15 +259,10 @@ public actor DDPClient {
 
     private func tick() { perform(machine.tick(at: .now)) }
 
-    /// Decoding runs in the connection's task, outside the actor.
-    private nonisolated static func decode(_ message: WebSocketMessage) -> Result<ServerMessage?, any Error> {
+    /// Decoding runs in the connection's task, outside the actor (a text or a binary message alike).
+    private nonisolated static func decode(_ message: ByteBuffer) -> Result<ServerMessage?, any Error> {
         Result {
-            switch message {
-            case .text(var text):
-                return try text.withUTF8 { try ServerMessage.decode(EJSONParser.parse($0)) }
-            case .binary(let buffer):
-                return try buffer.withUnsafeReadableBytes { try ServerMessage.decode(EJSONParser.parse($0.bindMemory(to: UInt8.self))) }
-            }
+            try message.withUnsafeReadableBytes { try ServerMessage.decode(EJSONParser.parse($0.bindMemory(to: UInt8.self))) }
         }
     }
 
@@ -273,23 +280,15 @@ public actor DDPClient {
 
     // MARK: - Timers
 
-    /// One NIO scheduled task per deadline (a heap entry on an event loop, no Swift task); when
-    /// it fires, `body` runs on the actor.
-    private static func schedule(after delay: Duration, _ body: @escaping @Sendable (isolated DDPClient) -> Void)
-        -> (DDPClient) -> Scheduled<Void>
-    {
-        { client in
-            let amount = TimeAmount(min(max(delay, .zero), .seconds(86_400)))
-            return MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: amount) {
-                Task { await client.runIsolated(body) }
-            }
-        }
+    /// One NIO scheduled task per deadline (``NIOCore/EventLoop/scheduleDeadline(after:_:)``),
+    /// on this actor's loop: when it fires, `body` runs on the actor at once.
+    private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> Scheduled<Void>? {
+        timeout.map { delay in eventLoop.scheduleDeadline(after: delay) { self.assumeIsolated(body) } }
     }
 
-    private func runIsolated(_ body: @Sendable (isolated DDPClient) -> Void) { body(self) }
-
-    private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> Scheduled<Void>? {
-        timeout.map { Self.schedule(after: $0, body)(self) }
+    /// Runs `body` on the actor from anywhere (a cancellation handler): enqueued on the loop, no task.
+    private nonisolated func onLoop(_ body: @escaping @Sendable (isolated DDPClient) -> Void) {
+        eventLoop.execute { self.assumeIsolated(body) }
     }
 
     // MARK: - Calls
@@ -340,7 +339,7 @@ public actor DDPClient {
                 perform(actions)
             }
         } onCancel: {
-            Task { await self.endMethod(id, DDPClientError.cancelled) }
+            onLoop { $0.endMethod(id, DDPClientError.cancelled) }
         }
     }
 
@@ -365,7 +364,7 @@ public actor DDPClient {
             if waitUntilReady { try await self.waitUntilReady(id, timeout: timeout) }
             return id
         }
-        if let id, let stop = recentStops[id] { throw stop }
+        if let id, let stop = recentStops[id] { throw stop.error }
         let (id, actions) = machine.subscribe(name, params: params, id: id)
         guard waitUntilReady else {
             perform(actions)
@@ -380,7 +379,7 @@ public actor DDPClient {
     /// ``DDPClientError/timedOut`` or ``DDPClientError/cancelled``. Returns at once when it is ready already.
     public func waitUntilReady(_ id: String, timeout: Duration? = nil) async throws {
         guard let subscription = machine.subscriptions[id] else {
-            throw recentStops[id] ?? DDPError.meteor("subscription-stopped", "The subscription is not active")
+            throw recentStops[id]?.error ?? DDPClientError(.subscriptionStopped, "The subscription is not active")
         }
         if subscription.ready { return }
         try await waitForReady(id, timeout: timeout, sending: [])
@@ -404,7 +403,7 @@ public actor DDPClient {
                 perform(actions)
             }
         } onCancel: {
-            Task { await self.failReadyWaiter(id, number: number, DDPClientError.cancelled) }
+            onLoop { $0.failReadyWaiter(id, number: number, DDPClientError.cancelled) }
         }
     }
 
@@ -448,12 +447,12 @@ public actor DDPClient {
                 if let waiter = methodWaiters[id], waiter.completion == .result {
                     methodWaiters[id] = nil
                     waiter.timer?.cancel()
-                    waiter.continuation.resume(with: outcome.mapError { $0 as any Error })
+                    waiter.continuation.resume(with: outcome.mapError(\.error))
                 }
             case .methodCompleted(let id, let outcome):
                 if let waiter = methodWaiters.removeValue(forKey: id) {
                     waiter.timer?.cancel()
-                    waiter.continuation.resume(with: outcome.mapError { $0 as any Error })
+                    waiter.continuation.resume(with: outcome.mapError(\.error))
                 }
             case .subscriptionReady(let id):
                 resumeReadyWaiters(id, .success(()))
@@ -464,7 +463,8 @@ public actor DDPClient {
                     recentStopOrder.append(id)
                     if recentStopOrder.count > 256 { recentStops[recentStopOrder.removeFirst()] = nil }
                 }
-                resumeReadyWaiters(id, .failure(error ?? DDPError.meteor("subscription-stopped", "The subscription stopped before it was ready")))
+                resumeReadyWaiters(
+                    id, .failure(error?.error ?? DDPClientError(.subscriptionStopped, "The subscription stopped before it was ready")))
                 deliver(.subscriptionStopped(id: id, error: error))
             case .documentsChanged(let changes):
                 deliver(.documentsChanged(changes))
@@ -483,10 +483,10 @@ public actor DDPClient {
         if case .closed = state {
             for (_, waiter) in methodWaiters {
                 waiter.timer?.cancel()
-                waiter.continuation.resume(throwing: DDPClientError.closed("closed"))
+                waiter.continuation.resume(throwing: DDPClientError.connectionClosed("The connection is closed"))
             }
             methodWaiters = [:]
-            for id in Array(readyWaiters.keys) { resumeReadyWaiters(id, .failure(DDPClientError.closed("closed"))) }
+            for id in Array(readyWaiters.keys) { resumeReadyWaiters(id, .failure(DDPClientError.connectionClosed("The connection is closed"))) }
         }
     }
 }

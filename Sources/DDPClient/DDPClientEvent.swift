@@ -6,7 +6,7 @@ public enum DDPClientEvent: Sendable, Equatable {
     /// Changes to the merged view, each as the cache made it (with the document before and after).
     case documentsChanged([AppliedChange])
     case subscriptionReady(id: String)
-    case subscriptionStopped(id: String, error: DDPError?)
+    case subscriptionStopped(id: String, error: DDPFailure?)
     case userChanged(userId: String?)
     /// After a reconnect the stored resume token was refused; the connection is anonymous now.
     case resumeRefused(DDPError)

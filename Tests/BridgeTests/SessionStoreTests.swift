@@ -500,6 +500,11 @@ import Testing
                     return try await group.reduce(into: [Int]()) { $0.append($1) }
                 }
                 try await eventually("the 40 subscriptions made upstream") { await upstream.core.subscriptionCount(named: "tasks") >= 40 }
+                // Ready in the session too: each request has its answer from upstream and goes on to save.
+                try await eventually("the 40 subscriptions ready in the session") {
+                    let listed = try await h.request(.get, "/v1/subscriptions", token: token).json
+                    return listed.arrayValue?.filter { $0["state"]?.stringValue == "ready" }.count == 40
+                }
                 _ = try await holder.query("COMMIT", [])
                 try await holder.close()
                 let answered = try await statuses

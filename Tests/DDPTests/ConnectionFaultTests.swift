@@ -3,7 +3,7 @@ import Testing
 
 /// Faults of the upstream and of calls the owner gives up on, as protocol transcripts.
 @Suite struct ConnectionFaultTests {
-    private func completed(_ actions: [Action]) -> [(String, Result<EJSON?, DDPError>)] {
+    private func completed(_ actions: [Action]) -> [(String, Result<EJSON?, DDPFailure>)] {
         actions.compactMap { if case .methodCompleted(let id, let outcome) = $0 { return (id, outcome) } else { return nil } }
     }
 
@@ -19,7 +19,7 @@ import Testing
         let over = h.receive(.added(collection: "b", id: "b3", fields: [:]))
         #expect(sent(over) == [.unsub(id: "s2")])
         let stopped = over.compactMap { if case .subscriptionStopped(let id, let error) = $0 { return (id, error) } else { return nil } }
-        #expect(stopped.count == 1 && stopped[0].0 == "s2" && stopped[0].1?.error == .string("too-many-documents"))
+        #expect(stopped.count == 1 && stopped[0].0 == "s2" && stopped[0].1?.local?.code == .tooManyDocuments)
         #expect(h.machine.subscriptions.keys.sorted() == ["s1"])
         // Documents already on the wire still arrive; nothing more is stopped for them.
         #expect(sent(h.receive(.added(collection: "b", id: "b4", fields: [:]))).isEmpty)
@@ -81,7 +81,7 @@ import Testing
         let actions = h.receive(.error(reason: "Bad request", offendingMessage: offending))
         let failures = completed(actions)
         #expect(failures.count == 1 && failures.first?.0 == id)
-        if case .failure(let error)? = failures.first?.1 {
+        if case .failure(.server(let error))? = failures.first?.1 {
             #expect(error.reason?.contains("Bad request") == true)
         } else {
             Issue.record("no failure")
@@ -128,7 +128,7 @@ import Testing
         let actions = h.machine.transportClosed(at: h.now, unit: 0.5, cause: .messageTooLarge(limit: 1024))
         let stopped = actions.compactMap { if case .subscriptionStopped(let id, let error) = $0 { return (id, error) } else { return nil } }
         #expect(stopped.map(\.0) == ["s2"])
-        #expect(stopped.first?.1?.error == .string("message-too-large"))
+        #expect(stopped.first?.1?.local?.code == .messageTooLarge)
         #expect(completed(actions).map(\.0) == [call])
         // After the reconnect only the healthy subscription is sent again, and no call.
         _ = h.machine.reconnectTimerFired()

@@ -154,7 +154,7 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let error = DDPError.meteor("bad-thing", "it broke")
         #expect(
             h.receive(.result(id: id, outcome: .failure(error))) == [
-                .methodResult(id: id, outcome: .failure(error)), .methodCompleted(id: id, outcome: .failure(error))
+                .methodResult(id: id, outcome: .failure(.server(error))), .methodCompleted(id: id, outcome: .failure(.server(error)))
             ])
     }
 
@@ -191,7 +191,7 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         #expect(h.receive(.ready(subs: [s1])) == [.subscriptionReady(id: s1)])
         let (s2, _) = h.machine.subscribe("failing", params: [])
         let error = DDPError.meteor("not-authorized", "This publication always fails")
-        #expect(h.receive(.nosub(id: s2, error: error)) == [.subscriptionStopped(id: s2, error: error)])
+        #expect(h.receive(.nosub(id: s2, error: error)) == [.subscriptionStopped(id: s2, error: .server(error))])
         #expect(h.machine.unsubscribe(s1) == [.subscriptionStopped(id: s1, error: nil), .send(.unsub(id: s1))])
         #expect(h.machine.subscriptions.isEmpty)
     }
@@ -334,7 +334,7 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let closed = h.machine.transportClosed(at: h.now, unit: 0)
         #expect(
             closed.contains {
-                if case .methodCompleted(once, .failure(let e)) = $0 { return e.error == .string("invocation-failed") } else { return false }
+                if case .methodCompleted(once, .failure(.server(let e))) = $0 { return e.error == .string("invocation-failed") } else { return false }
             })
         _ = h.machine.reconnectTimerFired()
         _ = h.machine.transportOpened(at: h.now)

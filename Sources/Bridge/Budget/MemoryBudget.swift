@@ -1,3 +1,4 @@
+import DDP
 import Foundation
 import HTTPTypes
 
@@ -84,19 +85,22 @@ final class MemoryBudget: Sendable {
     }
 
     /// The refusal for a standing past a bound (`nil` within).
-    func refusal(_ standing: Standing, anonymous: Bool) -> BridgeError? {
+    func refusal(_ standing: Standing, anonymous: Bool) -> BridgeError? { cause(standing, anonymous: anonymous).map(BridgeError.from) }
+
+    /// Why a subscription is refused, or stopped while it loads, for this standing (`nil`: within).
+    func cause(_ standing: Standing, anonymous: Bool) -> DDPClientError? {
         switch standing {
         case .within: return nil
         case .overTotal:
-            return BridgeError(
-                .serviceUnavailable, "memory-budget-exhausted",
-                "The bridge holds its memory budget for documents (\(limit) bytes); try again when others have let go", retryAfter: 30)
+            return DDPClientError(
+                .memoryBudgetExhausted,
+                "The bridge holds its memory budget for documents (\(limit) bytes); try again when others have let go")
         case .overShare:
             let share = anonymous ? anonymousShare : addressShare
-            return BridgeError(
-                .tooManyRequests, "memory-share-exhausted",
-                "This address holds its share of the bridge's memory budget (\(share) bytes\(anonymous ? " for anonymous sessions" : "")); let go of subscriptions or log in",
-                retryAfter: 30)
+            return DDPClientError(
+                .memoryShareExhausted,
+                "This address holds its share of the bridge's memory budget (\(share) bytes\(anonymous ? " for anonymous sessions" : "")); let go of subscriptions or log in"
+            )
         }
     }
 

@@ -54,7 +54,7 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
 
     /// Meteor's error → HTTP: a numeric code in 400–599 is the status; `too-many-requests` is
     /// 429 with `Retry-After`; `not-authorized`/`forbidden`/`access-denied` are 403; `not-found`
-    /// is 404; `too-many-documents` (the session's document limit) is 422; other string codes are 400 (a client-safe application error); others 500.
+    /// is 404; other string codes are 400 (a client-safe application error); others 500.
     public static func from(_ error: DDPError) -> BridgeError {
         let reason = error.reason ?? error.message ?? "\(error.error)"
         let status: HTTPResponse.Status
@@ -71,23 +71,6 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
             status = .forbidden
         case .string("not-found"):
             status = .notFound
-        case .string("message-too-large"):
-            // The upstream sent more than the bridge accepts in one message: not the caller's fault.
-            status = .badGateway
-        case .string("memory-budget-exhausted"):
-            // The process's memory budget stopped the subscription while it loaded.
-            status = .serviceUnavailable
-            retryAfter = 30
-        case .string("memory-share-exhausted"):
-            status = .tooManyRequests
-            retryAfter = 30
-        case .string("too-many-documents"):
-            // The session's document limit (`--session-max-documents`) stopped the subscription.
-            status = .unprocessableContent
-        case .string("connection-closed"):
-            // The bridge's own client gave up on the call (its connection closed): not the caller's fault.
-            status = .serviceUnavailable
-            retryAfter = 1
         case .string:
             status = .badRequest
         }
@@ -97,6 +80,41 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
             case .number(let n): .int(n)
             }
         return BridgeError(status: status, error: code, reason: reason, details: error.details, retryAfter: retryAfter)
+    }
+
+    /// A cause on the bridge's side of the upstream (``DDP/DDPClientError``) → HTTP, by its code;
+    /// the code is the answer's `error`, as the same cause reads in a stream's `nosub` event.
+    public static func from(_ error: DDPClientError) -> BridgeError {
+        let status: HTTPResponse.Status
+        var retryAfter: Int?
+        switch error.code {
+        case .timedOut:
+            return upstreamTimeout
+        case .cancelled:
+            return upstreamUnavailable(error.reason)
+        case .connectionClosed:
+            // The bridge's own client gave up on the call (its connection closed): not the caller's fault.
+            status = .serviceUnavailable
+            retryAfter = 1
+        case .messageTooLarge:
+            // The upstream sent more than the bridge accepts in one message: not the caller's fault.
+            status = .badGateway
+        case .tooManyDocuments:
+            // The session's document limit (`--session-max-documents`) stopped the subscription.
+            status = .unprocessableContent
+        case .memoryBudgetExhausted:
+            // The process's memory budget stopped the subscription while it loaded.
+            status = .serviceUnavailable
+            retryAfter = 30
+        case .memoryShareExhausted:
+            status = .tooManyRequests
+            retryAfter = 30
+        default:
+            // `subscription-stopped`: the subscription is not there to wait for.
+            status = .badRequest
+        }
+        return BridgeError(
+            status: status, error: .string(error.code.description), reason: error.reason, details: error.details, retryAfter: retryAfter)
     }
 
     /// `Retry-After` from a time in milliseconds that came from outside (Meteor's `timeToReset`):
@@ -112,8 +130,7 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
         switch error {
         case let error as BridgeError: return error
         case let error as DDPError: return from(error)
-        case let error as DDPClientError:
-            return error.isTimeout ? upstreamTimeout : upstreamUnavailable(error.description)
+        case let error as DDPClientError: return from(error)
         case is NIOTooManyBytesError:
             return BridgeError(.contentTooLarge, "body-too-large", "The request body is larger than the limit")
         case let error as HTTPError:

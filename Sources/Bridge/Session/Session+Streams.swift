@@ -28,22 +28,15 @@ extension Session {
     /// Registers a stream; its first frames (replay, or reset and snapshot) are taken from the log
     /// and the cache at one instant, so nothing is missed or doubled.
     func attach(_ stream: EventStream, start: StreamStart) async throws(BridgeError) {
-        try state.withLock { state throws(BridgeError) in
-            if let reason = state.closed { throw BridgeError.unauthorized("session-expired", "This session has ended: \(reason)") }
-            guard state.streams.count < configuration.maxStreamsPerSession else {
-                throw BridgeError(
-                    .tooManyRequests, "too-many-streams", "A session may have at most \(configuration.maxStreamsPerSession) open streams")
-            }
-            state.openStreams += 1
-        }
+        try state.withLock { state throws(BridgeError) in try state.machine.admitStream(limit: configuration.maxStreamsPerSession) }
         // The cache is read inside the client actor, where events are delivered (DDPClientEventSink):
         // the log and the cache agree, and the stream is registered before the next event.
         await client.withCache { cache in
             state.withLock { state in
-                state.flushPipeline(now: .now, onlyIfDue: false)
-                let lastID = state.pipeline.log.lastID
+                Session.flush(&state)
+                let lastID = state.machine.pipeline.log.lastID
                 var replay: [SessionEvent]?
-                if case .resume(let after) = start, stream.filter.selector == nil { replay = state.pipeline.log.events(after: after) }
+                if case .resume(let after) = start, stream.filter.selector == nil { replay = state.machine.pipeline.log.events(after: after) }
                 // Only a stream that needs the matching documents scans for them: a live stream
                 // without a live query (the public fan-out's many readers) or a replay costs O(1).
                 var matching: [(collection: String, id: String, document: EJSONObject)] = []
@@ -83,8 +76,8 @@ extension Session {
     /// that starts `.resume(after:)` it gets everything that happens in the session from now on.
     func logPosition() -> UInt64 {
         state.withLock { state in
-            state.flushPipeline(now: .now, onlyIfDue: false)
-            return state.pipeline.log.lastID
+            Session.flush(&state)
+            return state.machine.pipeline.log.lastID
         }
     }
 
@@ -92,8 +85,7 @@ extension Session {
         state.withLock { state in
             guard let key = state.streams.first(where: { $0.value === stream })?.key else { return }
             state.streams[key] = nil
-            state.openStreams -= 1
-            state.lastActivity = .now
+            state.machine.streamDetached(now: .now)
         }
     }
 
@@ -122,24 +114,6 @@ extension Session {
             documents: documents[...],
             tail: [SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)])],
             logID: id)
-    }
-}
-
-extension Session.State {
-    /// Hands events to every open stream (called under the session lock).
-    func deliver(_ events: [SessionEvent]) {
-        for event in events {
-            for stream in streams.values { stream.deliver(event) }
-        }
-    }
-
-    /// Sends out what the pipeline holds (everything, or only once its window is over) to every
-    /// open stream. In two steps on purpose: `deliver(pipeline.flush(…))` in one expression makes
-    /// Swift copy the state (and its event log) for `deliver` before the flush appends to the
-    /// log, so every flush copied the whole log — 80% of the CPU under the load run.
-    mutating func flushPipeline(now: ContinuousClock.Instant, onlyIfDue: Bool) {
-        let events = onlyIfDue ? pipeline.flushIfDue(now: now) : pipeline.flush(now: now)
-        deliver(events)
     }
 }
 

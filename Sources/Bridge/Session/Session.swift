@@ -11,18 +11,10 @@ import NIOPosix
 /// One user's session: exactly one upstream DDP connection shared by all its requests,
 /// its subscriptions, its login state and its document cache (the client's merged view).
 public final class Session: Sendable {
+    /// The shell's state under the session lock: the pure books, and what cannot be a value
+    /// (the streams, the suspended requests, the armed timer).
     struct State: Sendable {
-        var lastActivity = ContinuousClock.now
-        var openStreams = 0
-        var subscriptions = SharedSubscriptions()
-        var connection: ConnectionState = .idle
-        /// Why the upstream is not usable (``DDP/ConnectionState/failure(previously:)``).
-        var upstreamFailure: String?
-        var userID: String?
-        /// The bridge itself logged in with a password (so closing the session logs out upstream).
-        var loggedInByBridge = false
-        var closed: String?
-        var pipeline: EventPipeline
+        var machine: SessionStateMachine
         var streams: [Int: EventStream] = [:]
         var nextStream = 1
         /// Requests waiting for the upstream connection to come up (see ``waitUntilConnected(timeout:)``).
@@ -30,22 +22,7 @@ public final class Session: Sendable {
         var nextWaiter = 0
         /// Sends the pending batch out when its window ends (a NIO timer: no task per session).
         var flushTimer: Scheduled<Void>?
-        /// Recently answered single-document bodies, dropped as their documents change.
-        var encodedDocuments = EncodedDocuments()
-        /// The Meteor resume token of the login upstream (kept, sealed, by a session store).
-        var loginToken: String?
-        /// Saves of this session to its store so far (a store keeps only the newest).
-        var version: Int64 = 0
-        /// The idle deadline last saved (ms since 1970), and whether anything else changed since.
-        var savedDeadline: Int64 = 0
-        var dirty = false
-        /// The cache's estimated bytes as last charged to the memory budget, and whether a stop
-        /// for the budget is under way (nothing more is stopped until the charge is back within).
-        var chargedBytes = 0
-        var budgetStopPending = false
-        /// A write of this session to its store is under way; who asked for one meanwhile.
-        var storeCheckedAt: ContinuousClock.Instant?
-        var saveInFlight = false
+        /// Who asked for a store write while one was under way.
         var saveWaiters: [CheckedContinuation<Bool, Never>] = []
     }
 
@@ -79,15 +56,15 @@ public final class Session: Sendable {
         self.clientAddress = clientAddress
         self.meteorKey = meteorKey
         self.isPersistent = isPersistent
-        self.createdAt = createdAt
+        // To the millisecond, as a store keeps it: the session reports the same instant after a restart.
+        self.createdAt = Date(timeIntervalSince1970: Double(StoredSession.milliseconds(createdAt)) / 1000)
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
-        let state = LockedState(
-            State(
-                pipeline: EventPipeline(
-                    window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes,
-                    firstEventID: EventLog.randomFirstID())))
+        let pipeline = EventPipeline(
+            window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes,
+            firstEventID: EventLog.randomFirstID())
+        let state = LockedState(State(machine: SessionStateMachine(pipeline: pipeline, now: .now)))
         self.state = state
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
@@ -115,7 +92,7 @@ public final class Session: Sendable {
 
         func receive(_ event: DDPClientEvent, on client: isolated DDPClient) {
             if case .stateChanged(.reconnecting) = event { metrics.reconnects.increment() }
-            Session.handle(event, in: state)
+            Session.perform(in: state, loop: client.eventLoop) { $0.received(event, now: .now) }
             if case .documentsChanged = event { charge(client) }
         }
 
@@ -124,101 +101,73 @@ public final class Session: Sendable {
         /// loading (once, until back within).
         private func charge(_ client: isolated DDPClient) {
             let cached = client.cachedBytes
-            let (delta, anonymous) = state.withLock { state -> (Int, Bool) in
-                // A closed session gave its charge back; what still arrives is not its to hold.
-                guard state.closed == nil else { return (0, false) }
-                let bytes = cached + state.pipeline.log.bytes
-                defer { state.chargedBytes = bytes }
-                return (bytes - state.chargedBytes, state.userID == nil)
-            }
+            let (delta, anonymous) = state.withLock { $0.machine.charge(cachedBytes: cached) }
             guard delta != 0 else { return }
             let standing = budget.charge(address, delta, anonymous: anonymous)
-            let stop = state.withLock { state -> Bool in
-                guard standing != .within else {
-                    state.budgetStopPending = false
-                    return false
-                }
-                guard delta > 0, !state.budgetStopPending else { return false }
-                state.budgetStopPending = true
-                return true
-            }
-            guard stop, let refusal = budget.refusal(standing, anonymous: anonymous) else { return }
+            guard state.withLock({ $0.machine.budgetStop(within: standing == .within, delta: delta) }),
+                let cause = budget.cause(standing, anonymous: anonymous)
+            else { return }
             metrics.memoryBudgetStops.increment()
-            client.stopLoading(
-                DDPError.meteor(refusal.error.stringValue ?? "memory-budget-exhausted", refusal.reason),
-                warning: "past the memory budget (\(standing == .overTotal ? "in all" : "this address's share"))")
+            client.stopLoading(cause, warning: "past the memory budget (\(standing == .overTotal ? "in all" : "this address's share"))")
         }
     }
 
-    /// What the upstream connection reports becomes session state and stream events.
-    static func handle(_ event: DDPClientEvent, in shared: LockedState<State>) {
-        let now = ContinuousClock.now
+    /// Runs `step` on the books under the lock and performs the actions it returns, in order,
+    /// under the same lock (so the order is actor → session → stream, as documented).
+    static func perform(
+        in shared: LockedState<State>, loop: any EventLoop, _ step: (inout SessionStateMachine) -> [SessionStateMachine.Action]
+    ) {
         shared.withLock { state in
-            var events: [SessionEvent] = []
-            switch event {
-            case .stateChanged(let connection):
-                state.connection = connection
-                state.upstreamFailure = connection.failure(previously: state.upstreamFailure)
-                events = state.pipeline.event(.connection, connection.ejson, now: now)
-                switch connection {
-                case .connected:
-                    for waiter in state.connectionWaiters.values { waiter.resume() }
-                    state.connectionWaiters = [:]
-                case .closed(let reason):
-                    let error = BridgeError.upstreamUnavailable("The upstream connection is closed: \(reason)")
-                    for waiter in state.connectionWaiters.values { waiter.resume(throwing: error) }
-                    state.connectionWaiters = [:]
-                default:
-                    break
-                }
-            case .subscriptionReady(let id):
-                state.subscriptions.markReady(id)
-                events = state.pipeline.event(.ready, ["subscriptions": [.string(id)]], now: now)
-            case .subscriptionStopped(let id, let error):
-                state.subscriptions.remove(id)
-                events = state.pipeline.event(.nosub, ["subscription": .string(id), "error": error?.ejson ?? .null], now: now)
-            case .userChanged(let user):
-                state.userID = user
-                state.dirty = true
-                events = state.pipeline.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
-            case .documentsChanged(let changes):
-                state.encodedDocuments.changed(changes)
-                events = state.pipeline.documents(changes, now: now)
-            case .resumeRefused:
-                // The upstream no longer takes the login: the session is anonymous from now on.
-                state.loginToken = nil
-                state.loggedInByBridge = false
-                state.dirty = true
-            case .protocolError:
-                break
-            }
-            state.deliver(events)
-            armFlushTimer(&state, in: shared)
+            let actions = step(&state.machine)
+            perform(actions, on: &state, in: shared, loop: loop)
         }
     }
 
-    /// Arms the timer that sends a held batch out when its window ends (one at a time).
-    private static func armFlushTimer(_ state: inout State, in shared: LockedState<State>) {
-        guard state.flushTimer == nil, let deadline = state.pipeline.deadline else { return }
-        let delay = TimeAmount(min(max(deadline - .now, .zero), .seconds(60)))
-        state.flushTimer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: delay) {
-            shared.withLock { state in
-                state.flushTimer = nil
-                state.flushPipeline(now: .now, onlyIfDue: true)
-                armFlushTimer(&state, in: shared)
+    private static func perform(
+        _ actions: [SessionStateMachine.Action], on state: inout State, in shared: LockedState<State>, loop: any EventLoop
+    ) {
+        for action in actions {
+            switch action {
+            case .deliver(let events):
+                for event in events {
+                    for stream in state.streams.values { stream.deliver(event) }
+                }
+            case .resumeConnectionWaiters(let error):
+                for waiter in state.connectionWaiters.values {
+                    if let error { waiter.resume(throwing: error) } else { waiter.resume() }
+                }
+                state.connectionWaiters = [:]
+            case .armFlushTimer(let deadline):
+                state.flushTimer = loop.scheduleDeadline(after: min(deadline - .now, .seconds(60))) {
+                    shared.withLock { state in
+                        state.flushTimer = nil
+                        perform(state.machine.flushTimerFired(now: .now), on: &state, in: shared, loop: loop)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Everything held in the batch goes out to the streams now (under the lock).
+    /// (Two steps on purpose: the actions are a local array before the streams are read, so
+    /// Swift does not copy the state, and its event log, for the loop.)
+    static func flush(_ state: inout State) {
+        for case .deliver(let events) in state.machine.flush(now: .now) {
+            for event in events {
+                for stream in state.streams.values { stream.deliver(event) }
             }
         }
     }
 
     // MARK: - Activity
 
-    func touch() { state.withLock { $0.lastActivity = .now } }
+    func touch() { state.withLock { $0.machine.touch(now: .now) } }
 
     func isIdle(now: ContinuousClock.Instant) -> Bool {
-        state.withLock { $0.openStreams == 0 && now - $0.lastActivity >= configuration.sessionIdleTimeout }
+        state.withLock { $0.machine.isIdle(now: now, timeout: configuration.sessionIdleTimeout) }
     }
 
-    public var connection: ConnectionState { state.withLock { $0.connection } }
+    public var connection: ConnectionState { state.withLock { $0.machine.connection } }
 
     /// The connection as `GET /v1/session` reports it: `resyncing` (not `connected`) while the
     /// view waits for its subscriptions after a reconnect, so a stuck view never looks healthy.
@@ -229,80 +178,48 @@ public final class Session: Sendable {
         return .object(report)
     }
     var openStreamCount: Int { state.withLock { $0.streams.count } }
-    public var userID: String? { state.withLock { $0.userID } }
+    public var userID: String? { state.withLock { $0.machine.userID } }
 
     /// Waits until the upstream connection is up, or answers 503 (after `timeout`, or at once
     /// when the connection is closed for good); a cancelled request stops waiting.
     func waitUntilConnected(timeout: Duration) async throws(BridgeError) {
+        let number = state.withLock { state -> Int in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
         do {
-            try await withThrowingDeadline(timeout) { number, continuation in
+            try await withDeadline(on: client.eventLoop, timeout) { continuation in
                 self.state.withLock { state in
-                    switch state.connection {
-                    case .connected: continuation.resume()
-                    case .closed(let reason):
-                        continuation.resume(throwing: BridgeError.upstreamUnavailable("The upstream connection is closed: \(reason)"))
-                    default: state.connectionWaiters[number] = continuation
+                    switch state.machine.connectionWait {
+                    case .ready: continuation.resume()
+                    case .refused(let error): continuation.resume(throwing: error)
+                    case .wait: state.connectionWaiters[number] = continuation
                     }
                 }
-            } end: { number, error in
-                self.state.withLock { $0.connectionWaiters.removeValue(forKey: number) }?.resume(throwing: error ?? self.unreachable())
+            } end: { error in
+                let (waiter, unreachable) = self.state.withLock { ($0.connectionWaiters.removeValue(forKey: number), $0.machine.unreachable) }
+                waiter?.resume(throwing: error ?? unreachable)
             }
         } catch {
             throw BridgeError.from(error)
         }
     }
 
-    /// 503 with the time until the next attempt as `Retry-After`.
-    private func unreachable() -> BridgeError {
-        let (connection, failure) = state.withLock { ($0.connection, $0.upstreamFailure) }
-        var retry = 5
-        if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
-        let reason = "The upstream Meteor server is unreachable" + (failure.map { ": \($0)" } ?? "")
-        return BridgeError(.serviceUnavailable, "upstream-unavailable", reason, details: ["upstream": connection.ejson], retryAfter: retry)
-    }
-
-    /// Registers a continuation (under a number) with `register`, and ends it through `end` when
-    /// `timeout` passes (`nil` error: the caller's own timeout error) or the task is cancelled.
-    private func withThrowingDeadline(
-        _ timeout: Duration,
-        register: @escaping @Sendable (Int, CheckedContinuation<Void, any Error>) -> Void,
-        end: @escaping @Sendable (Int, (any Error)?) -> Void
-    ) async throws {
-        let number = state.withLock { state -> Int in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        let timer = NIOLockedValueBox<Scheduled<Void>?>(nil)
-        defer { timer.withLockedValue { $0?.cancel() } }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                register(number, continuation)
-                // Armed after registering, so neither the deadline nor a cancellation can come first and be lost.
-                let amount = TimeAmount(min(max(timeout, .zero), .seconds(86_400)))
-                timer.withLockedValue { $0 = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: amount) { end(number, nil) } }
-                if Task.isCancelled { end(number, DDPClientError.cancelled) }
-            }
-        } onCancel: {
-            end(number, DDPClientError.cancelled)
-        }
-    }
-
     /// Closes the upstream connection (logging out first when the bridge logged in with a password,
     /// unless `keepLogin`: the session lives on in its store); open streams get a last event saying why.
     func close(reason: String, keepLogin: Bool = false) async {
-        let (logOut, charged, anonymous) = state.withLock { state -> (Bool, Int, Bool) in
-            guard state.closed == nil else { return (false, 0, false) }
-            state.closed = reason
-            // What the cache held goes back to the budget with the session.
-            let charged = state.chargedBytes
-            state.chargedBytes = 0
-            let ending = SSEFrame.encode(
-                id: nil, event: "error", data: ["error": "session-ended", "reason": .string("The session has ended: \(reason)")])
-            for stream in state.streams.values { stream.finish(with: ending) }
-            return (state.loggedInByBridge && !keepLogin, charged, state.userID == nil)
+        let closing = state.withLock { state -> SessionStateMachine.Closing? in
+            guard let closing = state.machine.close(reason: reason, keepLogin: keepLogin) else { return nil }
+            for stream in state.streams.values { stream.finish(with: closing.ending) }
+            return closing
         }
-        if charged != 0 { budget.charge(clientAddress, -charged, anonymous: anonymous) }
-        if logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }
+        guard let closing else {
+            await client.close(reason: reason)
+            return
+        }
+        // What the cache held goes back to the budget with the session.
+        if closing.charged != 0 { budget.charge(clientAddress, -closing.charged, anonymous: closing.anonymous) }
+        if closing.logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }
         await client.close(reason: reason)
     }
 
@@ -311,29 +228,21 @@ public final class Session: Sendable {
     /// Logs in upstream; a password login by the bridge is logged out when the session closes.
     func login(_ request: LoginRequest, timeout: Duration) async throws -> LoginResult {
         let result = try await client.login(request, timeout: timeout)
-        state.withLock { state in
-            state.loginToken = result.token
-            // A password login made here is the bridge's to log out; a token the client brought is the client's.
-            if case .password = request { state.loggedInByBridge = true } else { state.loggedInByBridge = false }
-        }
+        // A password login made here is the bridge's to log out; a token the client brought is the client's.
+        let byBridge = if case .password = request { true } else { false }
+        state.withLock { $0.machine.loggedIn(token: result.token, byBridge: byBridge) }
         return result
     }
 
     func createUser(username: String?, email: String?, password: String, profile: EJSON?, timeout: Duration) async throws -> LoginResult {
         let result = try await client.createUser(username: username, email: email, password: password, profile: profile, timeout: timeout)
-        state.withLock { state in
-            state.loggedInByBridge = true
-            state.loginToken = result.token
-        }
+        state.withLock { $0.machine.loggedIn(token: result.token, byBridge: true) }
         return result
     }
 
     func logout(timeout: Duration) async throws {
         try await client.logout(timeout: timeout)
-        state.withLock { state in
-            state.loggedInByBridge = false
-            state.loginToken = nil
-        }
+        state.withLock { $0.machine.loggedOut() }
     }
 
     // MARK: - Subscriptions
@@ -364,17 +273,17 @@ public final class Session: Sendable {
     ) throws(BridgeError) -> String {
         try state.withLock { state throws(BridgeError) -> String in
             let key = SharedSubscriptions.key(name, params)
-            if state.subscriptions.id(forKey: key) == nil && state.subscriptions.count >= limit { throw refusal(limit) }
-            return state.subscriptions.acquire(name, params, transient: transient) { "b" + MeteorRandom.id() }.id
+            if state.machine.subscriptions.id(forKey: key) == nil && state.machine.subscriptions.count >= limit { throw refusal(limit) }
+            return state.machine.subscriptions.acquire(name, params, transient: transient) { "b" + MeteorRandom.id() }.id
         }
     }
 
     /// Whether the session holds a subscription for name and params (referenced or lingering).
     func holdsSubscription(_ name: String, _ params: [EJSON]) -> Bool { holdsSubscription(key: SharedSubscriptions.key(name, params)) }
 
-    func holdsSubscription(key: String) -> Bool { state.withLock { $0.subscriptions.id(forKey: key) != nil } }
+    func holdsSubscription(key: String) -> Bool { state.withLock { $0.machine.subscriptions.id(forKey: key) != nil } }
 
-    var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
+    var subscriptionCount: Int { state.withLock { $0.machine.subscriptions.count } }
 
     /// Starts upstream a subscription taken with ``acquireSubscription(_:_:limit:refusal:)``
     /// (idempotent when it is already started) and waits for `ready` when asked. On failure the
@@ -388,39 +297,43 @@ public final class Session: Sendable {
             try await client.subscribe(name, params: params, id: id, waitUntilReady: false)
             if wait { try await client.waitUntilReady(id, timeout: timeout) }
         } catch let error as DDPError {
-            state.withLock { $0.subscriptions.remove(id) }
+            state.withLock { $0.machine.subscriptions.remove(id) }
+            throw error
+        } catch let error as DDPClientError where error.code != .timedOut && error.code != .cancelled {
+            // Stopped on this side (closed, too large, a limit): it is gone, as a refused one is.
+            state.withLock { $0.machine.subscriptions.remove(id) }
             throw error
         } catch {
             // Timed out or cancelled: this caller's reference goes; the subscription lingers
             // for others and is stopped upstream when nobody holds it.
             let now = ContinuousClock.now
-            state.withLock { _ = $0.subscriptions.release(id, at: now, transient: transient) }
+            state.withLock { _ = $0.machine.subscriptions.release(id, at: now, transient: transient) }
             throw error
         }
         return state.withLock { state in
-            state.subscriptions.entries[id]?.info ?? SubscriptionInfo(id: id, name: name, params: params, state: .pending, refs: 1)
+            state.machine.subscriptions.entries[id]?.info ?? SubscriptionInfo(id: id, name: name, params: params, state: .pending, refs: 1)
         }
     }
 
-    public var subscriptions: [SubscriptionInfo] { state.withLock { $0.subscriptions.list } }
+    public var subscriptions: [SubscriptionInfo] { state.withLock { $0.machine.subscriptions.list } }
 
     /// Drops a reference to a subscription; `false` when there is no such subscription.
     func unsubscribe(_ id: String, transient: Bool = false) -> Bool {
         let deadline = ContinuousClock.now + configuration.subscriptionLinger
         return state.withLock { state in
-            guard let entry = state.subscriptions.entries[id], entry.info.refs > 0 else { return false }
-            return state.subscriptions.release(id, at: deadline, transient: transient)
+            guard let entry = state.machine.subscriptions.entries[id], entry.info.refs > 0 else { return false }
+            return state.machine.subscriptions.release(id, at: deadline, transient: transient)
         }
     }
 
     func unsubscribe(named name: String) -> Int {
         let deadline = ContinuousClock.now + configuration.subscriptionLinger
-        return state.withLock { $0.subscriptions.releaseAll(named: name, at: deadline) }
+        return state.withLock { $0.machine.subscriptions.releaseAll(named: name, at: deadline) }
     }
 
     /// Stops upstream the subscriptions whose linger is over.
     func releaseLingering(now: ContinuousClock.Instant) async {
-        let expired = state.withLock { $0.subscriptions.takeExpired(now: now) }
+        let expired = state.withLock { $0.machine.subscriptions.takeExpired(now: now) }
         for id in expired { await client.unsubscribe(id) }
     }
 }

@@ -12,11 +12,11 @@ extension DDPConnectionStateMachine {
         case scheduleReconnect(after: Duration)
         case stateChanged(ConnectionState)
         /// A method's `result` arrived (its data may not be visible yet).
-        case methodResult(id: String, outcome: Result<EJSON?, DDPError>)
+        case methodResult(id: String, outcome: Result<EJSON?, DDPFailure>)
         /// A method has both its `result` and `updated`: its writes are visible in the cache.
-        case methodCompleted(id: String, outcome: Result<EJSON?, DDPError>)
+        case methodCompleted(id: String, outcome: Result<EJSON?, DDPFailure>)
         case subscriptionReady(id: String)
-        case subscriptionStopped(id: String, error: DDPError?)
+        case subscriptionStopped(id: String, error: DDPFailure?)
         /// Changes the cache made, each with the document before and after it.
         case documentsChanged([AppliedChange])
         case userChanged(userId: String?)
@@ -52,7 +52,7 @@ extension DDPConnectionStateMachine {
         let options: MethodOptions
         let kind: MethodKind
         var sentOnThisConnection = false
-        var outcome: Result<EJSON?, DDPError>? = nil
+        var outcome: Result<EJSON?, DDPFailure>? = nil
         var dataVisible = false
 
         var message: ClientMessage {

@@ -97,9 +97,10 @@ public struct DDPConnectionStateMachine: Sendable {
             methods[id]!.sentOnThisConnection = false
             let call = methods[id]!
             if call.options.atMostOnce, call.outcome == nil {
+                // Meteor's own client fails such a call with this Meteor error (not a cause of ours alone).
                 let error = DDPError.meteor(
                     "invocation-failed", "Method invocation might have failed due to dropped connection. Failing because at-most-once was asked.")
-                actions += finish(id, outcome: .failure(error), resultAlreadyReported: false)
+                actions += finish(id, outcome: .failure(.server(error)), resultAlreadyReported: false)
             }
         }
         let delay = configuration.reconnect.delay(attempt: attempt, unit: unit)
@@ -124,7 +125,7 @@ public struct DDPConnectionStateMachine: Sendable {
         var actions: [Action] = []
         for id in Array(methods.keys) {
             actions += finish(
-                id, outcome: .failure(.meteor("connection-closed", "The connection was closed: \(reason)")),
+                id, outcome: .failure(.local(.connectionClosed("The connection was closed: \(reason)"))),
                 resultAlreadyReported: methods[id]?.outcome != nil)
         }
         blocks = []
@@ -173,8 +174,8 @@ public struct DDPConnectionStateMachine: Sendable {
         case .pong: return []
         case .added, .changed, .removed, .addedBefore, .movedBefore: return dataMessage(message)
         case .ready(let subs): return ready(subs)
-        case .nosub(let id, let error): return nosub(id, error: error)
-        case .result(let id, let outcome): return result(id, outcome: outcome)
+        case .nosub(let id, let error): return nosub(id, error: error.map(DDPFailure.server))
+        case .result(let id, let outcome): return result(id, outcome: outcome.mapError(DDPFailure.server))
         case .updated(let ids): return updated(ids)
         case .error(let reason, let offending): return protocolError(reason, offending: offending)
         }
@@ -274,8 +275,8 @@ public struct DDPConnectionStateMachine: Sendable {
         }
         guard adds, !documentLimitStopPending else { return [] }
         documentLimitStopPending = true
-        let error = DDPError.meteor(
-            "too-many-documents",
+        let error = DDPClientError(
+            .tooManyDocuments,
             "The session holds more than its limit of \(limit) documents; this subscription was stopped to keep it under the limit",
             details: ["limit": .int(limit)])
         return stopLoading(error, warning: "cache over its limit of \(limit) documents")
@@ -284,11 +285,11 @@ public struct DDPConnectionStateMachine: Sendable {
     /// Stops the subscriptions still loading (whose data is arriving), or the newest one when
     /// all are ready, with `error`; their `unsub` goes out and the server removes their
     /// documents. For a limit the owner keeps (a memory budget), as the document limit does.
-    public mutating func stopLoading(_ error: DDPError, warning: String) -> [Action] {
+    public mutating func stopLoading(_ error: DDPClientError, warning: String) -> [Action] {
         var victims = subscriptionOrder.filter { subscriptions[$0]?.ready == false }
         if victims.isEmpty, let newest = subscriptionOrder.last { victims = [newest] }
         guard !victims.isEmpty else { return [] }
-        var actions = victims.flatMap { stop($0, error: error) }
+        var actions = victims.flatMap { stop($0, error: .local(error)) }
         actions.append(.warning("\(warning); stopped subscriptions \(victims)"))
         return deferIfResetting(actions) + checkQuiescence()
     }
@@ -304,14 +305,14 @@ public struct DDPConnectionStateMachine: Sendable {
         return deferIfResetting(outputs) + checkQuiescence()
     }
 
-    private mutating func nosub(_ id: String, error: DDPError?) -> [Action] {
+    private mutating func nosub(_ id: String, error: DDPFailure?) -> [Action] {
         reset?.subsBeingRevived.remove(id)
         guard subscriptions.removeValue(forKey: id) != nil else { return checkQuiescence() }
         subscriptionOrder.removeAll { $0 == id }
         return deferIfResetting([.subscriptionStopped(id: id, error: error)]) + checkQuiescence()
     }
 
-    private mutating func result(_ id: String, outcome: Result<EJSON?, DDPError>) -> [Action] {
+    private mutating func result(_ id: String, outcome: Result<EJSON?, DDPFailure>) -> [Action] {
         guard let call = methods[id], call.outcome == nil else { return [] }
         methods[id]!.outcome = outcome
         var actions: [Action] = []
@@ -324,7 +325,7 @@ public struct DDPConnectionStateMachine: Sendable {
                 tokenExpires = login.tokenExpires
                 if changed { actions.append(.userChanged(userId: login.userId)) }
             }
-        case (.resume, .failure(let error)):
+        case (.resume, .failure(.server(let error))):
             let wasLoggedIn = userID != nil
             userID = nil
             loginToken = nil
@@ -361,7 +362,7 @@ public struct DDPConnectionStateMachine: Sendable {
         var actions: [Action] = [.protocolError(reason: reason, offendingMessage: offending)]
         if let offending, offending["msg"]?.stringValue == "method", let id = offending["id"]?.stringValue, methods[id] != nil {
             let error = DDPError.meteor(400, "The upstream refused the call: \(reason)")
-            actions += deferIfResetting(finish(id, outcome: .failure(error), resultAlreadyReported: methods[id]?.outcome != nil))
+            actions += deferIfResetting(finish(id, outcome: .failure(.server(error)), resultAlreadyReported: methods[id]?.outcome != nil))
             reset?.methodsBlocking.remove(id)
             actions += checkQuiescence()
         }
@@ -376,12 +377,14 @@ public struct DDPConnectionStateMachine: Sendable {
         var actions: [Action] = []
         for id in subscriptionOrder where subscriptions[id]?.ready == false {
             subscriptions[id] = nil
-            actions.append(.subscriptionStopped(id: id, error: .meteor("message-too-large", reason + " while this subscription was starting")))
+            actions.append(
+                .subscriptionStopped(id: id, error: .local(DDPClientError(.messageTooLarge, reason + " while this subscription was starting"))))
         }
         subscriptionOrder.removeAll { subscriptions[$0] == nil }
         for (id, call) in methods where call.sentOnThisConnection && call.outcome == nil && call.kind != .resume {
             actions += finish(
-                id, outcome: .failure(.meteor("message-too-large", reason + " while this call was running")), resultAlreadyReported: false)
+                id, outcome: .failure(.local(DDPClientError(.messageTooLarge, reason + " while this call was running"))),
+                resultAlreadyReported: false)
         }
         return actions
     }
@@ -432,8 +435,8 @@ public struct DDPConnectionStateMachine: Sendable {
             return (
                 id,
                 [
-                    .methodResult(id: id, outcome: .failure(.meteor("connection-closed", "The connection is closed"))),
-                    .methodCompleted(id: id, outcome: .failure(.meteor("connection-closed", "The connection is closed")))
+                    .methodResult(id: id, outcome: .failure(.local(.connectionClosed("The connection is closed")))),
+                    .methodCompleted(id: id, outcome: .failure(.local(.connectionClosed("The connection is closed"))))
                 ]
             )
         }
@@ -474,7 +477,7 @@ public struct DDPConnectionStateMachine: Sendable {
             nextSubID += 1
         }
         guard phase != .closed else {
-            return (id, [.subscriptionStopped(id: id, error: .meteor("connection-closed", "The connection is closed"))])
+            return (id, [.subscriptionStopped(id: id, error: .local(.connectionClosed("The connection is closed")))])
         }
         subscriptions[id] = Subscription(id: id, name: name, params: params, ready: false)
         subscriptionOrder.append(id)
@@ -491,7 +494,7 @@ public struct DDPConnectionStateMachine: Sendable {
 
     /// Forgets a subscription on the client's side: reports it stopped and sends `unsub`; no
     /// actions when it is unknown.
-    private mutating func stop(_ id: String, error: DDPError?) -> [Action] {
+    private mutating func stop(_ id: String, error: DDPFailure?) -> [Action] {
         guard subscriptions.removeValue(forKey: id) != nil else { return [] }
         subscriptionOrder.removeAll { $0 == id }
         reset?.subsBeingRevived.remove(id)
@@ -523,7 +526,7 @@ public struct DDPConnectionStateMachine: Sendable {
         return finish(id, outcome: outcome, resultAlreadyReported: true)
     }
 
-    private mutating func finish(_ id: String, outcome: Result<EJSON?, DDPError>, resultAlreadyReported: Bool) -> [Action] {
+    private mutating func finish(_ id: String, outcome: Result<EJSON?, DDPFailure>, resultAlreadyReported: Bool) -> [Action] {
         guard let call = methods.removeValue(forKey: id) else { return [] }
         var actions: [Action] = []
         if call.kind != .resume {

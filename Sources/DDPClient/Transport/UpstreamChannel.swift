@@ -36,7 +36,7 @@ struct UpstreamChannel: ClientConnectionChannel {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         handle.attach(channel)
-        let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(min(handshakeTimeout, .seconds(86_400)))) {
+        let deadline = channel.eventLoop.scheduleDeadline(after: handshakeTimeout) {
             logger.debug("the upstream handshake timed out; closing the attempt")
             channel.close(promise: nil)
         }
@@ -128,14 +128,19 @@ final class ChannelHandle: Sendable {
     }
 }
 
-enum UpstreamTransportError: Error, CustomStringConvertible {
+enum UpstreamTransportError: Error, Equatable, CustomStringConvertible {
     case upgradeDeclined
     case invalidURL(String)
+    /// A message (or one frame of it) over the size limit, in bytes.
+    case messageTooLarge(limit: Int)
+    case protocolViolation(String)
 
     var description: String {
         switch self {
         case .upgradeDeclined: "the upstream declined the WebSocket upgrade"
         case .invalidURL(let url): "not a ws:// or wss:// URL: \(url)"
+        case .messageTooLarge(let limit): "the upstream sent a message over the limit of \(limit) bytes"
+        case .protocolViolation(let what): "the upstream broke the WebSocket protocol: \(what)"
         }
     }
 }

@@ -1,0 +1,208 @@
+import DDP
+import DDPClient
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import Bridge
+
+/// The session's books as transcripts: events in, with their instants; actions out. No
+/// sockets, no clock, no lock (``SessionStateMachine``).
+@Suite struct SessionStateMachineTests {
+    typealias Action = SessionStateMachine.Action
+
+    let t0 = ContinuousClock.now
+
+    func machine(window: Duration = .milliseconds(10)) -> SessionStateMachine {
+        SessionStateMachine(pipeline: EventPipeline(window: window, logCapacity: 100), now: t0)
+    }
+
+    /// What an action list says, in a form a test can compare.
+    func describe(_ actions: [Action]) -> [String] {
+        actions.map { action in
+            switch action {
+            case .deliver(let events): "deliver " + events.map { "\($0.id):\($0.kind.rawValue)" }.joined(separator: ",")
+            case .resumeConnectionWaiters(nil): "resume waiters"
+            case .resumeConnectionWaiters(let error?): "fail waiters \(error.error.stringValue ?? "?")"
+            case .armFlushTimer(let at): "arm timer +\((at - t0).wholeMilliseconds)ms"
+            }
+        }
+    }
+
+    @Test func theConnectionComingUpReleasesItsWaitersAndTellsTheStreams() {
+        var m = machine()
+        #expect(describe(m.received(.stateChanged(.connecting(attempt: 1)), now: t0)) == ["deliver 1:connection"])
+        guard case .wait = m.connectionWait else {
+            Issue.record("a request waits while the connection comes up")
+            return
+        }
+        #expect(
+            describe(m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0))
+                == ["resume waiters", "deliver 2:connection"])
+        guard case .ready = m.connectionWait else {
+            Issue.record("a request goes on once connected")
+            return
+        }
+        let closing = m.received(.stateChanged(.closed(reason: "gone")), now: t0)
+        #expect(describe(closing) == ["fail waiters upstream-unavailable", "deliver 3:connection"])
+        guard case .refused(let refusal) = m.connectionWait else {
+            Issue.record("a closed connection refuses at once")
+            return
+        }
+        #expect(refusal.reason.contains("gone"))
+    }
+
+    @Test func whyTheUpstreamIsUnreachableIsKeptThroughTheNextAttempt() {
+        var m = machine()
+        _ = m.received(.stateChanged(.reconnecting(attempt: 2, delay: .milliseconds(2_500), reason: "it offered '99'")), now: t0)
+        _ = m.received(.stateChanged(.connecting(attempt: 2)), now: t0)
+        let answer = m.unreachable
+        #expect(answer.status == .serviceUnavailable && answer.retryAfter == 5)
+        #expect(answer.reason.hasSuffix("it offered '99'"), "\(answer.reason)")
+        _ = m.received(.stateChanged(.reconnecting(attempt: 3, delay: .milliseconds(2_500), reason: nil)), now: t0)
+        #expect(m.unreachable.retryAfter == 3, "Retry-After is the time to the next attempt")
+        _ = m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0)
+        #expect(m.upstreamFailure == nil)
+    }
+
+    @Test func aBurstOfChangesArmsOneTimerAndGoesOutWhenItFires() {
+        var m = machine(window: .milliseconds(10))
+        var cache = DocumentCache()
+        let first = cache.apply(.added(collection: "c", id: "a", fields: ["n": 0]))!
+        #expect(describe(m.received(.documentsChanged([first]), now: t0)) == ["deliver 1:added"], "light traffic goes out at once")
+        for n in 1...3 {
+            let change = cache.apply(.changed(collection: "c", id: "a", fields: ["n": .int(n)], cleared: []))!
+            let actions = m.received(.documentsChanged([change]), now: t0 + .milliseconds(n))
+            #expect(describe(actions) == (n == 1 ? ["arm timer +10ms"] : []), "one timer for the window, n = \(n)")
+        }
+        #expect(describe(m.flushTimerFired(now: t0 + .milliseconds(10))) == ["deliver 2:changed"], "consolidated")
+        #expect(describe(m.flushTimerFired(now: t0 + .milliseconds(20))) == [], "nothing held, nothing armed")
+        // A later burst arms a timer again.
+        let late = cache.apply(.changed(collection: "c", id: "a", fields: ["n": 9], cleared: []))!
+        _ = m.received(.documentsChanged([late]), now: t0 + .milliseconds(21))
+        #expect(describe(m.received(.documentsChanged([late]), now: t0 + .milliseconds(22))) == ["arm timer +31ms"])
+        #expect(describe(m.flush(now: t0 + .milliseconds(23))) == ["deliver 4:changed"], "a stream attaching takes it all now")
+    }
+
+    @Test func subscriptionsFollowTheUpstreamAndALocalStopReadsAsItsCode() {
+        var m = machine()
+        _ = m.subscriptions.acquire("tasks", [], transient: false) { "b1" }
+        _ = m.subscriptions.acquire("lists", [], transient: false) { "b2" }
+        #expect(describe(m.received(.subscriptionReady(id: "b1"), now: t0)) == ["deliver 1:ready"])
+        #expect(m.subscriptions.list.first { $0.id == "b1" }?.state == .ready)
+        let stop = DDPFailure.local(DDPClientError(.memoryBudgetExhausted, "The bridge holds its memory budget"))
+        let actions = m.received(.subscriptionStopped(id: "b2", error: stop), now: t0)
+        guard case .deliver(let events) = actions.first else {
+            Issue.record("a nosub event")
+            return
+        }
+        #expect(events.first?.payload["error"]?["error"] == "memory-budget-exhausted")
+        #expect(events.first?.payload["subscription"] == "b2")
+        #expect(m.subscriptions.count == 1, "the stopped one is gone from the ledger")
+    }
+
+    @Test func loginAndItsRefusalChangeWhatTheStoreKeeps() {
+        var m = machine()
+        let r1 = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
+        #expect(r1 != nil)
+        #expect(
+            m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600)) == nil,
+            "nothing changed")
+        m.loggedIn(token: "resume-token", byBridge: true)
+        _ = m.received(.userChanged(userId: "u1"), now: t0)
+        let saved = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
+        #expect(saved?.userID == "u1" && saved?.loginToken == "resume-token" && saved?.bridgeLogin == true && saved?.version == 2)
+        _ = m.received(.resumeRefused(.meteor(403, "expired")), now: t0)
+        let refused = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
+        #expect(refused?.loginToken == nil && refused?.bridgeLogin == false && refused?.version == 3)
+    }
+
+    @Test func theIdleDeadlineCountsFromTheLastActivityUnlessAStreamIsOpen() {
+        var m = machine()
+        let wall = Date(timeIntervalSince1970: 1_000)
+        let idle = Duration.seconds(600)
+        let r2 = m.storeRecord(onlyIfChanged: false, slack: .zero, now: t0 + .seconds(100), wallClock: wall, idleTimeout: idle)?.expiresAt
+        #expect(r2 == 1_500_000)
+        #expect(!m.isIdle(now: t0 + .seconds(599), timeout: idle) && m.isIdle(now: t0 + .seconds(600), timeout: idle))
+        try? m.admitStream(limit: 1)
+        #expect(!m.isIdle(now: t0 + .seconds(10_000), timeout: idle), "an open stream is activity")
+        let r3 = m.storeRecord(onlyIfChanged: false, slack: .zero, now: t0 + .seconds(100), wallClock: wall, idleTimeout: idle)?.expiresAt
+        #expect(r3 == 1_600_000)
+        m.streamDetached(now: t0 + .seconds(700))
+        #expect(!m.isIdle(now: t0 + .seconds(1_299), timeout: idle) && m.isIdle(now: t0 + .seconds(1_300), timeout: idle))
+    }
+
+    @Test func streamsAreAdmittedUpToTheLimitAndNeverOnAClosedSession() {
+        var m = machine()
+        #expect(throws: Never.self) { try m.admitStream(limit: 2) }
+        #expect(throws: Never.self) { try m.admitStream(limit: 2) }
+        #expect(#expect(throws: BridgeError.self) { try m.admitStream(limit: 2) }?.error == "too-many-streams")
+        m.streamDetached(now: t0)
+        #expect(throws: Never.self) { try m.admitStream(limit: 2) }
+        _ = m.close(reason: "logged out", keepLogin: false)
+        #expect(#expect(throws: BridgeError.self) { try m.admitStream(limit: 9) }?.error == "session-expired")
+    }
+
+    @Test func closingGivesTheChargeBackOnceAndLogsOutOnlyWhatTheBridgeLoggedIn() {
+        var m = machine()
+        m.loggedIn(token: "t", byBridge: true)
+        let r4 = m.charge(cachedBytes: 1_000)
+        #expect(r4 == (1_000, true))
+        let r5 = m.charge(cachedBytes: 1_200)
+        #expect(r5 == (200, true), "only the change is charged")
+        let kept = m.close(reason: "restart", keepLogin: true)
+        #expect(kept?.logOut == false && kept?.charged == 1_200 && kept?.anonymous == true)
+        #expect(String(decoding: kept?.ending ?? [], as: UTF8.self).contains("session-ended") == true)
+        let r6 = m.close(reason: "again", keepLogin: false)
+        #expect(r6 == nil, "once")
+        let r7 = m.charge(cachedBytes: 5_000)
+        #expect(r7 == (0, false), "a closed session holds nothing more")
+
+        var other = machine()
+        other.loggedIn(token: "t", byBridge: true)
+        let r8 = other.close(reason: "deleted", keepLogin: false)?.logOut
+        #expect(r8 == true)
+        var brought = machine()
+        brought.loggedIn(token: "t", byBridge: false)
+        let r9 = brought.close(reason: "deleted", keepLogin: false)?.logOut
+        #expect(r9 == false, "a token the client brought is the client's")
+    }
+
+    @Test func aBudgetStopIsAskedOnceUntilTheChargeIsBackWithin() {
+        var m = machine()
+        let r10 = m.budgetStop(within: false, delta: 100)
+        #expect(r10)
+        let r11 = m.budgetStop(within: false, delta: 100)
+        #expect(!r11, "one stop under way")
+        let r12 = m.budgetStop(within: true, delta: -500)
+        #expect(!r12)
+        let r13 = m.budgetStop(within: false, delta: -10)
+        #expect(!r13, "a shrinking charge stops nothing")
+        let r14 = m.budgetStop(within: false, delta: 10)
+        #expect(r14)
+    }
+
+    @Test func savesAskedDuringAWriteShareTheNextOne() {
+        var m = machine()
+        let r15 = m.leadSave()
+        #expect(r15, "the first caller writes")
+        let r16 = m.leadSave()
+        #expect(!r16 && !m.leadSave(), "the others wait for the next write")
+        m.saveEnded(othersWaiting: true)
+        let r17 = m.leadSave()
+        #expect(!r17, "the waiting callers' write is under way")
+        m.saveEnded(othersWaiting: false)
+        let r18 = m.leadSave()
+        #expect(r18, "no write under way: the next caller writes")
+    }
+
+    @Test func theStoreIsAskedAboutASessionOncePerInterval() {
+        var m = machine()
+        let r19 = m.claimStoreCheck(every: .seconds(2), now: t0)
+        #expect(r19)
+        let r20 = m.claimStoreCheck(every: .seconds(2), now: t0 + .seconds(1))
+        #expect(!r20)
+        let r21 = m.claimStoreCheck(every: .seconds(2), now: t0 + .seconds(2))
+        #expect(r21)
+    }
+}
