@@ -214,6 +214,7 @@ let package = Package(
                 "DDP",
                 "DDPClient",
                 "DDPServer",
+                "FaultKit",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "WSCore", package: "swift-websocket"),

@@ -60,7 +60,7 @@ public enum BridgeApplication {
         }
         let application = Application(
             router: router, server: server, configuration: http, services: [registry, fanout, probe], onServerRunning: onServerRunning,
-            logger: logger)
+            eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)
         return (application, registry)
     }
 }

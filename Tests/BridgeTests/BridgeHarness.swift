@@ -1,11 +1,13 @@
 import Bridge
 import DDP
 import DDPServer
+import FaultKit
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
@@ -89,23 +91,20 @@ func urlEncoded(_ text: String) -> String {
     text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
 }
 
-/// Checks `condition` every 20 ms until it holds; records an issue after `timeout`. For state
-/// the test can only observe from outside (over HTTP), where no event says it changed.
-func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while try await !condition() {
-        guard ContinuousClock.now < deadline else {
-            Issue.record("timed out waiting for \(what)")
-            return
-        }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-}
-
 /// The value of one Prometheus sample (`name` with its labels, as the text shows it).
 func metricSample(_ text: String, _ prefix: String) -> Double? {
     for line in text.split(separator: "\n") where line.hasPrefix(prefix + " ") {
         return Double(line.dropFirst(prefix.count + 1))
     }
     return nil
+}
+
+/// A clock a test moves forward by hand (and that flows as usual meanwhile): idle expiry,
+/// linger and store checks are reached by a jump and one sweep, not by a wait.
+final class TestClock: Sendable {
+    private let offset = NIOLockedValueBox<Duration>(.zero)
+
+    var clock: BridgeClock { BridgeClock { ContinuousClock.now + self.offset.withLockedValue { $0 } } }
+
+    func advance(by amount: Duration) { offset.withLockedValue { $0 += amount } }
 }

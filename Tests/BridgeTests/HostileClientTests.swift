@@ -1,5 +1,6 @@
 import DDP
 import DDPServer
+import FaultKit
 import Foundation
 import HTTPTypes
 import HummingbirdTesting

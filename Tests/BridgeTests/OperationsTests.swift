@@ -1,6 +1,7 @@
 import Bridge
 import DDP
 import DDPServer
+import FaultKit
 import Foundation
 import HTTPTypes
 import Hummingbird

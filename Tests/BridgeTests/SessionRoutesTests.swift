@@ -1,8 +1,9 @@
-import Bridge
 import DDP
 import DDPServer
 import HTTPTypes
 import Testing
+
+@testable import Bridge
 
 @Suite struct SessionRoutesTests {
     @Test func anonymousAndPasswordSessions() async throws {
@@ -98,9 +99,17 @@ import Testing
     }
 
     @Test func idleSessionsExpireWithAClearReason() async throws {
-        try await BridgeHarness.run(configure: { $0.sessionIdleTimeout = .milliseconds(600) }) { h in
+        let time = TestClock()
+        try await BridgeHarness.run(configure: {
+            $0.sessionIdleTimeout = .seconds(600)
+            $0.clock = time.clock
+        }) { h in
             let (token, _) = try await h.session()
-            try await Task.sleep(for: .milliseconds(1_800))
+            time.advance(by: .seconds(599))
+            await h.registry.sweepOnce()
+            #expect(h.registry.count == 1, "not idle for long enough yet")
+            time.advance(by: .seconds(1))
+            await h.registry.sweepOnce()
             let reply = try await h.request(.get, "/v1/session", token: token)
             expectError(reply, .unauthorized, "session-expired")
             #expect(reply["reason"]?.stringValue?.contains("idle") == true)

@@ -1,5 +1,6 @@
 import DDP
 import DDPServer
+import FaultKit
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -157,13 +158,17 @@ import Testing
     @Test func aStoreOpenedAfterItsDeadlineIsClosed() async throws {
         let closes = LockedState(0)
         await #expect(throws: SessionStoreError.self) {
-            try await SessionPersistence.withDeadline("open", limit: .milliseconds(100), discardLate: { await $0.shutdown() }) {
+            try await SessionPersistence.withDeadline(
+                "open", on: MultiThreadedEventLoopGroup.singleton.any(), limit: .milliseconds(100), discardLate: { await $0.shutdown() }
+            ) {
                 await Self.sleepIgnoringCancellation(.milliseconds(300))
                 return CountingStore(closes: closes)
             }
         }
         try await eventually("the late store closed", timeout: .seconds(5)) { closes.withLock { $0 } == 1 }
-        let onTime = try await SessionPersistence.withDeadline("open", limit: .seconds(5), discardLate: { await $0.shutdown() }) {
+        let onTime = try await SessionPersistence.withDeadline(
+            "open", on: MultiThreadedEventLoopGroup.singleton.any(), limit: .seconds(5), discardLate: { await $0.shutdown() }
+        ) {
             CountingStore(closes: closes)
         }
         #expect(closes.withLock { $0 } == 1, "a store that opened in time is the caller's")

@@ -1,6 +1,7 @@
 import DDP
 import DDPClient
 import DDPServer
+import FaultKit
 import HTTPTypes
 import Logging
 import Testing

@@ -1,6 +1,7 @@
 import DDP
 import DDPClient
 import DDPServer
+import FaultKit
 import Foundation
 import Logging
 import Synchronization
@@ -49,7 +50,7 @@ func withClient<T: Sendable>(
         }
         let result: Result<T, any Error>
         do {
-            try await eventually { await client.isConnected }
+            try await eventually("connected") { await client.isConnected }
             result = .success(try await body(client, log))
         } catch {
             result = .failure(error)
@@ -58,18 +59,4 @@ func withClient<T: Sendable>(
         for try await _ in group {}
         return try result.get()
     }
-}
-
-struct ConditionNotMet: Error, CustomStringConvertible {
-    let description: String
-}
-
-/// Polls `condition` until it holds (bounded: `timeout`).
-func eventually(timeout: Duration = .seconds(10), _ what: String = "condition", _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    throw ConditionNotMet(description: "\(what) did not hold within \(timeout)")
 }

@@ -1,8 +1,15 @@
 public import DDP
 public import DDPClient
+public import NIOCore
+import NIOPosix
 
 /// Every setting of the bridge, with production defaults.
 public struct BridgeConfiguration: Sendable {
+    /// The time the session layer reads (not a setting: tests pass a clock they move).
+    public var clock: BridgeClock = .system
+    /// The event loops the bridge runs on: its HTTP server, every upstream connection (a
+    /// session's client and its timers share one loop), the store's timers. Not a setting.
+    public var eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     /// The upstream Meteor app: `ws://host:port/websocket` or `wss://…`. Fixed by the operator.
     public var upstream: String
     public var upstreamTLS: DDPClientOptions.TLS

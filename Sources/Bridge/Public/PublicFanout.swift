@@ -223,6 +223,15 @@ public final class PublicFanout: Service, Sendable {
         for session in all { await session.close(reason: "the bridge is shutting down") }
     }
 
+    /// Stops upstream the subscriptions whose linger is over, at the configuration's clock's time
+    /// (tests that move the clock call it rather than wait for the sweep).
+    func releaseLingering() async {
+        let now = configuration.clock.now
+        let all = state.withLock { $0.connections }
+        for session in all { await session.releaseLingering(now: now) }
+        forgetStopped()
+    }
+
     /// Releases lingering subscriptions (about once a second) and sends heartbeats.
     private func sweep() async {
         // Never a zero step (a zero linger is allowed): that would spin.
@@ -230,10 +239,8 @@ public final class PublicFanout: Service, Sendable {
         var sinceHeartbeat = Duration.zero
         while !Task.isCancelled {
             try? await Task.sleep(for: step)
-            let now = ContinuousClock.now
+            await releaseLingering()
             let all = state.withLock { $0.connections }
-            for session in all { await session.releaseLingering(now: now) }
-            forgetStopped()
             sinceHeartbeat += step
             if sinceHeartbeat >= configuration.heartbeatInterval {
                 sinceHeartbeat = .zero

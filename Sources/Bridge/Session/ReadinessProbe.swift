@@ -1,6 +1,7 @@
 import DDP
 public import DDPClient
 public import Logging
+import NIOCore
 public import ServiceLifecycle
 
 /// Keeps one anonymous DDP connection to the upstream, so `/readyz` can say whether the Meteor
@@ -23,7 +24,8 @@ public final class ReadinessProbe: Service, Sendable {
                 if case .stateChanged(let connection) = event {
                     state.withLock { $0 = (connection, connection.failure(previously: $0.failure)) }
                 }
-            })
+            },
+            eventLoop: configuration.eventLoopGroup.any())
     }
 
     public var connection: ConnectionState { state.withLock { $0.connection } }

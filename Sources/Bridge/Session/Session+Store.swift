@@ -8,7 +8,7 @@ extension Session {
     /// the caller, outside the lock). `onlyIfChanged`: `nil` unless something changed since the last
     /// save, or the idle deadline moved by more than `slack`.
     func storeRecord(onlyIfChanged: Bool = false, slack: Duration = .zero) -> (record: StoredSession, loginToken: String?)? {
-        let now = ContinuousClock.now
+        let now = configuration.clock.now
         let wallClock = Date()
         let idle = configuration.sessionIdleTimeout
         guard
@@ -26,7 +26,7 @@ extension Session {
     /// `true` when the store was last asked about this session `interval` ago or more (and
     /// marks it asked now): one caller checks, the others go on.
     func claimStoreCheck(every interval: Duration) -> Bool {
-        let now = ContinuousClock.now
+        let now = configuration.clock.now
         return state.withLock { $0.machine.claimStoreCheck(every: interval, now: now) }
     }
 

@@ -33,7 +33,7 @@ extension Session {
         // the log and the cache agree, and the stream is registered before the next event.
         await client.withCache { cache in
             state.withLock { state in
-                Session.flush(&state)
+                Session.flush(&state, now: configuration.clock.now)
                 let lastID = state.machine.pipeline.log.lastID
                 var replay: [SessionEvent]?
                 if case .resume(let after) = start, stream.filter.selector == nil { replay = state.machine.pipeline.log.events(after: after) }
@@ -76,7 +76,7 @@ extension Session {
     /// that starts `.resume(after:)` it gets everything that happens in the session from now on.
     func logPosition() -> UInt64 {
         state.withLock { state in
-            Session.flush(&state)
+            Session.flush(&state, now: configuration.clock.now)
             return state.machine.pipeline.log.lastID
         }
     }
@@ -85,7 +85,7 @@ extension Session {
         state.withLock { state in
             guard let key = state.streams.first(where: { $0.value === stream })?.key else { return }
             state.streams[key] = nil
-            state.machine.streamDetached(now: .now)
+            state.machine.streamDetached(now: configuration.clock.now)
         }
     }
 

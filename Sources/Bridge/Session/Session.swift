@@ -64,7 +64,7 @@ public final class Session: Sendable {
         let pipeline = EventPipeline(
             window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes,
             firstEventID: EventLog.randomFirstID())
-        let state = LockedState(State(machine: SessionStateMachine(pipeline: pipeline, now: .now)))
+        let state = LockedState(State(machine: SessionStateMachine(pipeline: pipeline, now: configuration.clock.now)))
         self.state = state
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
@@ -72,7 +72,9 @@ public final class Session: Sendable {
         // The public fan-out's anonymous connections stand for no one address.
         if !clientAddress.isEmpty { options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress }
         self.client = DDPClient(
-            options: options, logger: logger, events: Events(state: state, metrics: metrics, budget: budget, address: clientAddress))
+            options: options, logger: logger,
+            events: Events(state: state, metrics: metrics, budget: budget, address: clientAddress, clock: configuration.clock),
+            eventLoop: configuration.eventLoopGroup.any())
     }
 
     /// Runs the upstream connection until the session closes.
@@ -89,10 +91,11 @@ public final class Session: Sendable {
         let metrics: BridgeMetrics
         let budget: MemoryBudget
         let address: String
+        let clock: BridgeClock
 
         func receive(_ event: DDPClientEvent, on client: isolated DDPClient) {
             if case .stateChanged(.reconnecting) = event { metrics.reconnects.increment() }
-            Session.perform(in: state, loop: client.eventLoop) { $0.received(event, now: .now) }
+            Session.perform(in: state, loop: client.eventLoop, clock: clock) { $0.received(event, now: clock.now) }
             if case .documentsChanged = event { charge(client) }
         }
 
@@ -115,16 +118,18 @@ public final class Session: Sendable {
     /// Runs `step` on the books under the lock and performs the actions it returns, in order,
     /// under the same lock (so the order is actor → session → stream, as documented).
     static func perform(
-        in shared: LockedState<State>, loop: any EventLoop, _ step: (inout SessionStateMachine) -> [SessionStateMachine.Action]
+        in shared: LockedState<State>, loop: any EventLoop, clock: BridgeClock,
+        _ step: (inout SessionStateMachine) -> [SessionStateMachine.Action]
     ) {
         shared.withLock { state in
             let actions = step(&state.machine)
-            perform(actions, on: &state, in: shared, loop: loop)
+            perform(actions, on: &state, in: shared, loop: loop, clock: clock)
         }
     }
 
     private static func perform(
-        _ actions: [SessionStateMachine.Action], on state: inout State, in shared: LockedState<State>, loop: any EventLoop
+        _ actions: [SessionStateMachine.Action], on state: inout State, in shared: LockedState<State>, loop: any EventLoop,
+        clock: BridgeClock
     ) {
         for action in actions {
             switch action {
@@ -138,10 +143,10 @@ public final class Session: Sendable {
                 }
                 state.connectionWaiters = [:]
             case .armFlushTimer(let deadline):
-                state.flushTimer = loop.scheduleDeadline(after: min(deadline - .now, .seconds(60))) {
+                state.flushTimer = loop.scheduleDeadline(after: min(deadline - clock.now, .seconds(60))) {
                     shared.withLock { state in
                         state.flushTimer = nil
-                        perform(state.machine.flushTimerFired(now: .now), on: &state, in: shared, loop: loop)
+                        perform(state.machine.flushTimerFired(now: clock.now), on: &state, in: shared, loop: loop, clock: clock)
                     }
                 }
             }
@@ -151,8 +156,8 @@ public final class Session: Sendable {
     /// Everything held in the batch goes out to the streams now (under the lock).
     /// (Two steps on purpose: the actions are a local array before the streams are read, so
     /// Swift does not copy the state, and its event log, for the loop.)
-    static func flush(_ state: inout State) {
-        for case .deliver(let events) in state.machine.flush(now: .now) {
+    static func flush(_ state: inout State, now: ContinuousClock.Instant) {
+        for case .deliver(let events) in state.machine.flush(now: now) {
             for event in events {
                 for stream in state.streams.values { stream.deliver(event) }
             }
@@ -161,7 +166,10 @@ public final class Session: Sendable {
 
     // MARK: - Activity
 
-    func touch() { state.withLock { $0.machine.touch(now: .now) } }
+    func touch() {
+        let now = configuration.clock.now
+        state.withLock { $0.machine.touch(now: now) }
+    }
 
     func isIdle(now: ContinuousClock.Instant) -> Bool {
         state.withLock { $0.machine.isIdle(now: now, timeout: configuration.sessionIdleTimeout) }
@@ -306,7 +314,7 @@ public final class Session: Sendable {
         } catch {
             // Timed out or cancelled: this caller's reference goes; the subscription lingers
             // for others and is stopped upstream when nobody holds it.
-            let now = ContinuousClock.now
+            let now = configuration.clock.now
             state.withLock { _ = $0.machine.subscriptions.release(id, at: now, transient: transient) }
             throw error
         }
@@ -319,7 +327,7 @@ public final class Session: Sendable {
 
     /// Drops a reference to a subscription; `false` when there is no such subscription.
     func unsubscribe(_ id: String, transient: Bool = false) -> Bool {
-        let deadline = ContinuousClock.now + configuration.subscriptionLinger
+        let deadline = configuration.clock.now + configuration.subscriptionLinger
         return state.withLock { state in
             guard let entry = state.machine.subscriptions.entries[id], entry.info.refs > 0 else { return false }
             return state.machine.subscriptions.release(id, at: deadline, transient: transient)
@@ -327,7 +335,7 @@ public final class Session: Sendable {
     }
 
     func unsubscribe(named name: String) -> Int {
-        let deadline = ContinuousClock.now + configuration.subscriptionLinger
+        let deadline = configuration.clock.now + configuration.subscriptionLinger
         return state.withLock { $0.machine.subscriptions.releaseAll(named: name, at: deadline) }
     }
 

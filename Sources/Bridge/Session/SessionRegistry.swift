@@ -25,6 +25,14 @@ public final class SessionRegistry: Service, Sendable {
         /// Sessions being brought back from the store, so concurrent requests share one resume.
         var resuming: [String: Task<Session, any Error>] = [:]
         var shuttingDown = false
+        /// When the store last forgot long-expired sessions (once an hour).
+        var lastPurge: ContinuousClock.Instant?
+
+        mutating func purgeDue(now: ContinuousClock.Instant) -> Bool {
+            if let lastPurge, now - lastPurge < .seconds(3600) { return false }
+            lastPurge = now
+            return true
+        }
     }
 
     /// What ending a session does to its stored copy.
@@ -61,7 +69,8 @@ public final class SessionRegistry: Service, Sendable {
         self.budget = MemoryBudget(configuration: configuration)
         if let key = configuration.sessionKey, configuration.sessionStore != .memory {
             persistence = SessionPersistence(
-                choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, logger: logger, metrics: metrics)
+                choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, logger: logger, metrics: metrics,
+                eventLoopGroup: configuration.eventLoopGroup)
         } else {
             persistence = nil
         }
@@ -251,24 +260,24 @@ public final class SessionRegistry: Service, Sendable {
     func wasRefused(meteorKey: String) -> Bool {
         state.withLock { state in
             guard let when = state.refusedMeteorKeys[meteorKey] else { return false }
-            return ContinuousClock.now - when < Self.refusedMemory
+            return configuration.clock.now - when < Self.refusedMemory
         }
     }
 
     func rememberRefused(meteorKey: String) {
         state.withLock { state in
             if state.refusedMeteorKeys.count >= Self.endedMemory {
-                let now = ContinuousClock.now
+                let now = configuration.clock.now
                 state.refusedMeteorKeys = state.refusedMeteorKeys.filter { now - $0.value < Self.refusedMemory }
                 if state.refusedMeteorKeys.count >= Self.endedMemory { state.refusedMeteorKeys.removeAll() }
             }
-            state.refusedMeteorKeys[meteorKey] = .now
+            state.refusedMeteorKeys[meteorKey] = configuration.clock.now
         }
     }
 
     /// Counts a session creation for an address; 429 when over the (loose) limit.
     func checkSessionRate(_ address: String) throws(BridgeError) {
-        if let wait = state.withLock({ $0.creations.take(address) }) {
+        if let wait = state.withLock({ $0.creations.take(address, now: configuration.clock.now) }) {
             throw Self.tooMany("Too many new sessions from this address; wait before trying again", wait: wait)
         }
     }
@@ -277,13 +286,13 @@ public final class SessionRegistry: Service, Sendable {
     /// token-keyed sessions). Refused at once with 429 while the address is over its limit of
     /// failed logins; a login the upstream refuses counts as a failure.
     func login<T: Sendable>(from address: String, _ attempt: () async throws -> T) async throws -> T {
-        if let wait = state.withLock({ $0.logins.wait(address) }) {
+        if let wait = state.withLock({ $0.logins.wait(address, now: configuration.clock.now) }) {
             throw Self.tooMany("Too many failed logins from this address; wait before trying again", wait: wait)
         }
         do {
             return try await attempt()
         } catch let error as DDPError {
-            state.withLock { $0.logins.record(address) }
+            state.withLock { $0.logins.record(address, now: configuration.clock.now) }
             metrics.failedLogins.increment()
             throw error
         }
@@ -411,35 +420,37 @@ public final class SessionRegistry: Service, Sendable {
 
     /// Once a second: close idle sessions, stop subscriptions whose linger is over.
     private func sweep() async {
-        var lastPurge = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled {
             // Never a zero step (a zero linger is allowed): that would spin.
             try? await Task.sleep(for: max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2)))
-            let now = ContinuousClock.now
-            let sessions = state.withLock { state in
-                state.logins.prune(now: now)
-                state.creations.prune(now: now)
-                return Array(state.sessions.values)
-            }
-            // Expiries are decided first; their ends (a store write, an upstream logout: seconds
-            // each when the store or the upstream is slow) run side by side, and beside the
-            // linger releases and saves of the others. One after another, N sessions expiring
-            // together held the sweep for N times that.
-            let idle = sessions.filter { $0.isIdle(now: now) }
-            let idleOnes = Set(idle.map(ObjectIdentifier.init))
-            let reason = "idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s"
-            await withDiscardingTaskGroup { group in
-                for session in idle { group.addTask { await self.end(session, reason: reason, stored: .ifExpired) } }
-                for session in sessions where !idleOnes.contains(ObjectIdentifier(session)) {
-                    await session.releaseLingering(now: now)
-                    await saveIfChanged(session)
-                }
-            }
-            if let persistence, now - lastPurge >= .seconds(3600) {
-                lastPurge = now
-                await persistence.purge()
+            await sweepOnce()
+        }
+    }
+
+    /// One pass of the sweep at the configuration's clock's time (tests that move the clock
+    /// call it rather than wait for the next pass).
+    func sweepOnce() async {
+        let now = configuration.clock.now
+        let sessions = state.withLock { state in
+            state.logins.prune(now: now)
+            state.creations.prune(now: now)
+            return Array(state.sessions.values)
+        }
+        // Expiries are decided first; their ends (a store write, an upstream logout: seconds
+        // each when the store or the upstream is slow) run side by side, and beside the
+        // linger releases and saves of the others. One after another, N sessions expiring
+        // together held the sweep for N times that.
+        let idle = sessions.filter { $0.isIdle(now: now) }
+        let idleOnes = Set(idle.map(ObjectIdentifier.init))
+        let reason = "idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s"
+        await withDiscardingTaskGroup { group in
+            for session in idle { group.addTask { await self.end(session, reason: reason, stored: .ifExpired) } }
+            for session in sessions where !idleOnes.contains(ObjectIdentifier(session)) {
+                await session.releaseLingering(now: now)
+                await saveIfChanged(session)
             }
         }
+        if let persistence, state.withLock({ $0.purgeDue(now: now) }) { await persistence.purge() }
     }
 
     /// Saves a session whose login or user changed, or whose idle deadline moved on by more than

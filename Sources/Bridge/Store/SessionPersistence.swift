@@ -1,6 +1,9 @@
 import CoreMetrics
+import DDPClient
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 
 /// Where the bridge keeps its sessions: in memory only, or also in a store (SQLite by default,
 /// PostgreSQL for replicas). A store needs a session key: without one, nothing is written.
@@ -36,6 +39,8 @@ actor SessionPersistence {
     private let name: String
     private let opener: Opener?
     private let logger: Logger
+    /// Where the deadlines' timers run.
+    private let loop: any EventLoop
     private var store: (any SessionStore)?
     /// The open in progress: every caller that needs the store meanwhile waits for this one
     /// (two opens racing would leave one store unclosed).
@@ -49,13 +54,21 @@ actor SessionPersistence {
     static let deadline: Duration = .seconds(3)
     static let pause: Duration = .seconds(5)
 
-    init(choice: SessionStoreChoice, key: SessionKey, dataDirectory: String, logger: Logger, metrics: BridgeMetrics) {
+    init(
+        choice: SessionStoreChoice, key: SessionKey, dataDirectory: String, logger: Logger, metrics: BridgeMetrics,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        let loop = eventLoopGroup.any()
         self.init(
-            name: choice.description, opener: Self.opener(for: choice, dataDirectory: dataDirectory, logger: logger), key: key, logger: logger,
-            metrics: metrics)
+            name: choice.description, opener: Self.opener(for: choice, dataDirectory: dataDirectory, logger: logger, loop: loop), key: key,
+            logger: logger, metrics: metrics, loop: loop)
     }
 
-    init(name: String, opener: Opener?, key: SessionKey, logger: Logger, metrics: BridgeMetrics) {
+    init(
+        name: String, opener: Opener?, key: SessionKey, logger: Logger, metrics: BridgeMetrics,
+        loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
+    ) {
+        self.loop = loop
         self.name = name
         self.opener = opener
         self.key = key
@@ -64,13 +77,13 @@ actor SessionPersistence {
         self.up = metrics.storeUp
     }
 
-    private static func opener(for choice: SessionStoreChoice, dataDirectory: String, logger: Logger) -> Opener? {
+    private static func opener(for choice: SessionStoreChoice, dataDirectory: String, logger: Logger, loop: any EventLoop) -> Opener? {
         switch choice {
         case .memory:
             return nil
         case .sqlite:
             return {
-                try await withDeadline("open", discardLate: { await $0.shutdown() }) {
+                try await withDeadline("open", on: loop, discardLate: { await $0.shutdown() }) {
                     try await SQLiteSessionStore.open(folder: dataDirectory, logger: logger)
                 }
             }
@@ -78,7 +91,7 @@ actor SessionPersistence {
             return {
                 let postgres = PostgresSessionStore(location: location, logger: logger)
                 do {
-                    try await withDeadline("open") { try await postgres.prepare() }
+                    try await withDeadline("open", on: loop) { try await postgres.prepare() }
                 } catch {
                     await postgres.shutdown()
                     throw error
@@ -147,7 +160,7 @@ actor SessionPersistence {
         guard let store = await open() else { return nil }
         if let downUntil, ContinuousClock.now < downUntil { return nil }
         do {
-            let value = try await Self.withDeadline(operation) { try await body(store) }
+            let value = try await Self.withDeadline(operation, on: loop) { try await body(store) }
             succeeded()
             return value
         } catch is CancellationError {
@@ -211,7 +224,7 @@ actor SessionPersistence {
     /// hold up the caller).
     /// A value that arrives too late goes to `discardLate` (a store opened after its deadline is closed).
     static func withDeadline<T: Sendable>(
-        _ operation: String, limit: Duration = deadline, discardLate: (@Sendable (T) async -> Void)? = nil,
+        _ operation: String, on loop: any EventLoop, limit: Duration = deadline, discardLate: (@Sendable (T) async -> Void)? = nil,
         _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let outcome = OneShot<Result<T, any Error>>()
@@ -219,10 +232,9 @@ actor SessionPersistence {
             let result = await Result(catching: body)
             if !outcome.resolve(result), case .success(let late) = result { await discardLate?(late) }
         }
-        let timer = Task {
-            try? await Task.sleep(for: limit)
-            outcome.resolve(.failure(SessionStoreError.timedOut(operation)))
-        }
+        // The deadline is a timer on the loop (no task, no sleep); the body needs a task of its
+        // own, so a store call that ignores cancellation cannot hold up the caller.
+        let timer = loop.scheduleDeadline(after: limit) { outcome.resolve(.failure(SessionStoreError.timedOut(operation))) }
         defer {
             timer.cancel()
             work.cancel()

@@ -1,0 +1,17 @@
+/// The tests' one poll: checks `condition` every 10 ms until it holds, and throws after
+/// `timeout`. Only for state a test can observe from outside alone (over HTTP, or another
+/// actor's state), where no event says it changed; time a test can move itself goes through a
+/// clock it drives (`BridgeClock`), never through a wait.
+public func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw ConditionNotMet(description: "\(what) did not hold within \(timeout)") }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+public struct ConditionNotMet: Error, CustomStringConvertible {
+    public let description: String
+
+    public init(description: String) { self.description = description }
+}
