@@ -165,6 +165,50 @@ import Testing
         }
     }
 
+    /// On a socket the answer's write may complete later than its request's successors arrive:
+    /// while the connection closes, nothing the client pipelined behind a `Connection: close`
+    /// probe reaches the router.
+    @Test func nothingBehindAClosingProbeReachesTheRouter() throws {
+        let source = ProbeSource()
+        let held = HeldWrites()
+        try Self.withChannel([held, source.handler()]) { channel, recorder in
+            try Self.deliver(Self.parts(Self.request(.get, "/healthz", [.connection: "close"])), to: channel)
+            #expect(channel.isActive, "the answer's write has not completed: not closed yet")
+            try Self.deliver(Self.parts(Self.request(.post, "/v1/sessions", [.contentLength: "2"]), body: "{}"), to: channel)
+            #expect(recorder.parts == [], "a request after Connection: close reached the router")
+            held.release()
+            #expect(!channel.isActive, "closed once the answer is written")
+            _ = try Self.written(channel)
+        }
+    }
+
+    /// A `100 Continue` written during an event stream (owed to a request pipelined behind it)
+    /// is no final response: the stream's hang-up is still seen.
+    @Test func anInformationalHeadDoesNotEndTheStreamsWatch() throws {
+        try Self.withChannel([EventStreamHangUp()]) { channel, _ in
+            try channel.writeOutbound(HTTPResponsePart.head(Self.eventStream()))
+            try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .continue)))
+            channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            #expect(!channel.isActive, "the hang-up during the stream went unseen")
+            _ = try Self.written(channel)
+        }
+    }
+
+    /// `HTTP1Hygiene`: `100 Continue` for a request pipelined behind a response still being
+    /// written goes out once that response has ended, not into its body.
+    @Test func aContinueBehindAResponseWaitsForItsEnd() throws {
+        try Self.withChannel([HTTP1Hygiene()]) { channel, recorder in
+            try Self.deliver(Self.parts(Self.request(.get, "/v1/events")), to: channel)
+            try channel.writeOutbound(HTTPResponsePart.head(Self.eventStream()))
+            try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(string: "event: ready\n\n")))
+            try channel.writeInbound(HTTPRequestPart.head(Self.request(.post, "/v1/methods/echo", [.contentLength: "2", .expect: "100-continue"])))
+            #expect(recorder.parts.count == 3, "the request goes on to the router")
+            #expect(try Self.written(channel) == [.head(Self.eventStream()), .body(ByteBuffer(string: "event: ready\n\n"))])
+            try channel.writeOutbound(HTTPResponsePart.end(nil))
+            #expect(try Self.written(channel) == [.end(nil), .head(HTTPResponse(status: .continue))], "owed, and sent after the end")
+        }
+    }
+
     @Test func keepAliveIsNotTakenForClose() throws {
         let source = ProbeSource()
         try Self.withChannel([source.handler()]) { channel, recorder in
@@ -352,6 +396,25 @@ extension ChannelHandlerTests {
         }
 
         var testDescription: String { name }
+    }
+
+    /// Holds the promises of writes that pass it until ``release()``: a socket whose writes
+    /// complete later than the next read.
+    final class HeldWrites: ChannelOutboundHandler, @unchecked Sendable {
+        typealias OutboundIn = HTTPResponsePart
+        typealias OutboundOut = HTTPResponsePart
+        private var promises: [EventLoopPromise<Void>] = []
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            if let promise { promises.append(promise) }
+            context.write(data, promise: nil)
+        }
+
+        func release() {
+            let held = promises
+            promises = []
+            for promise in held { promise.succeed() }
+        }
     }
 
     /// Runs `body` on a connected `EmbeddedChannel` (so `isActive` shows a close) holding

@@ -269,9 +269,7 @@ import Testing
         try await BridgeHarness.run(configure: { $0.heartbeatInterval = .milliseconds(150) }) { h in
             let (token, _) = try await h.session()
             try await withEventStream(port: try #require(h.client.port), "/v1/events", token: token) { stream in
-                let deadline = ContinuousClock.now + .seconds(10)
-                while await stream.comments < 3 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-                #expect(await stream.comments >= 3)
+                try await stream.waitForComments(beyond: 2)
                 #expect(await stream.violations.isEmpty)
             }
         }

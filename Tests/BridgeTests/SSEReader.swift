@@ -1,4 +1,5 @@
 import DDP
+import FaultKit
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -89,34 +90,27 @@ actor SSEReader {
 
     /// Waits (bounded) until `condition` holds for the events read so far.
     func wait(_ what: String, timeout: Duration = .seconds(10), until condition: ([SSEEvent]) -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !condition(events) {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("\(what): not seen within \(timeout); events: \(events.map { "\($0.event) \($0.data)" })")
-                throw CancellationError()
-            }
-            try await Task.sleep(for: .milliseconds(10))
+        do {
+            try await eventually(what, timeout: timeout) { condition(events) }
+        } catch is ConditionNotMet {
+            Issue.record("\(what): not seen within \(timeout); events: \(events.map { "\($0.event) \($0.data)" })")
+            throw CancellationError()
         }
     }
 
     /// Waits until the response head has arrived (the stream is registered with its session).
     func waitUntilOpen(timeout: Duration = .seconds(10)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while status == nil || (status == 200 && retry == nil) {
-            guard ContinuousClock.now < deadline, !finished else {
-                Issue.record("the stream did not open")
-                throw CancellationError()
-            }
-            try await Task.sleep(for: .milliseconds(5))
+        do {
+            try await eventually("the stream open", timeout: timeout) { finished || !(status == nil || (status == 200 && retry == nil)) }
+        } catch is ConditionNotMet {}
+        guard !(status == nil || (status == 200 && retry == nil)) else {
+            Issue.record("the stream did not open")
+            throw CancellationError()
         }
     }
 
     func waitUntilFinished(timeout: Duration = .seconds(20)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !finished {
-            guard ContinuousClock.now < deadline else { throw CancellationError() }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await eventually("the stream finished", timeout: timeout) { finished }
     }
 }
 
@@ -162,13 +156,11 @@ func withEventStream<T: Sendable>(
 extension SSEReader {
     /// Waits (bounded) until more than `count` comment lines (heartbeats) have been read.
     func waitForComments(beyond count: Int, timeout: Duration = .seconds(10)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while comments <= count {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("no heartbeat after \(count) within \(timeout)")
-                throw CancellationError()
-            }
-            try await Task.sleep(for: .milliseconds(10))
+        do {
+            try await eventually("a heartbeat after \(count)", timeout: timeout) { comments > count }
+        } catch is ConditionNotMet {
+            Issue.record("no heartbeat after \(count) within \(timeout)")
+            throw CancellationError()
         }
     }
 }

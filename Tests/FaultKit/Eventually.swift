@@ -2,7 +2,9 @@
 /// `timeout`. Only for state a test can observe from outside alone (over HTTP, or another
 /// actor's state), where no event says it changed; time a test can move itself goes through a
 /// clock it drives (`BridgeClock`), never through a wait.
-public func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
+public func eventually(
+    _ what: String, timeout: Duration = .seconds(10), isolation: isolated (any Actor)? = #isolation, _ condition: () async throws -> Bool
+) async throws {
     let deadline = ContinuousClock.now + timeout
     while try await !condition() {
         guard ContinuousClock.now < deadline else { throw ConditionNotMet(description: "\(what) did not hold within \(timeout)") }

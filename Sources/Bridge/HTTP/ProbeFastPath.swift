@@ -1,4 +1,5 @@
 import DDP
+import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -72,6 +73,9 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var unanswered = 0
     /// The rest (body parts, end) of a request answered here, to be dropped.
     private var discarding = false
+    /// A `Connection: close` probe was answered: whatever the client sent after it is dropped
+    /// (the connection is closing; the router must not start on it meanwhile).
+    private var closing = false
 
     /// - Parameters:
     ///   - answer: the answer for a path, or `nil` for a path this handler leaves alone.
@@ -82,12 +86,14 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
         let part = unwrapInboundIn(data)
         switch part {
         case .head(let request):
             if unanswered == 0, let path = request.path, let probe = answerable(request, path: path) {
                 discarding = true
-                send(probe, closing: Self.wantsClose(request), context: context)
+                closing = Self.wantsClose(request)
+                send(probe, closing: closing, context: context)
                 answered(path, probe.status)
                 return
             }
@@ -128,8 +134,11 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// `close` among the `Connection` header's tokens (`Connection: keep-alive, close` too).
     private static func wantsClose(_ request: HTTPRequest) -> Bool {
-        request.headerFields[values: .connection].contains { $0.lowercased().contains("close") }
+        request.headerFields[values: .connection].contains { value in
+            value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
+        }
     }
 }
 
@@ -152,9 +161,10 @@ final class EventStreamHangUp: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(let head): streaming = head.headerFields[.contentType]?.hasPrefix("text/event-stream") == true
+        case .head(let head) where head.status.kind != .informational:
+            streaming = head.headerFields[.contentType]?.hasPrefix("text/event-stream") == true
         case .end: streaming = false
-        case .body: break
+        case .head, .body: break
         }
         guard streaming, inputClosed else { return context.write(data, promise: promise) }
         context.writeAndFlush(data, promise: promise)
