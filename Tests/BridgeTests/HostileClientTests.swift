@@ -357,9 +357,9 @@ import Testing
         #expect { try budget.admit("a", anonymous: true) } throws: { ($0 as? BridgeError)?.error == "memory-share-exhausted" }
         #expect(throws: Never.self, "logged in, the address has the larger share") { try budget.admit("a", anonymous: false) }
         #expect(budget.charge("b", 450, anonymous: false) == .within)
-        #expect(budget.charge("", 500, anonymous: true) == .overTotal, "the public pool counts in the total only")
+        #expect(budget.charge(nil, 500, anonymous: true) == .overTotal, "the public pool counts in the total only")
         #expect { try budget.admit("c", anonymous: false) } throws: { ($0 as? BridgeError)?.status == .serviceUnavailable }
-        budget.charge("", -500, anonymous: true)
+        budget.charge(nil, -500, anonymous: true)
         budget.charge("a", -110, anonymous: true)
         #expect(budget.used == 450 && budget.used(by: "a") == 0 && budget.used(by: "b") == 450)
         #expect(throws: Never.self) { try budget.admit("c", anonymous: true) }

@@ -332,10 +332,9 @@ import Testing
             let token = try await rig.newSession()
             try await withEventStream(port: rig.port, "/v1/events", token: token) { stream in
                 try await stream.waitUntilOpen()
-                // The call must be in flight (its connection open) before the shutdown: on a loaded
-                // machine 200 ms was not always enough to connect.
+                // The call must be under way before the shutdown (a fixed wait was not always enough on a loaded machine).
                 async let call = rig.post("/v1/methods/sleep", token: token, body: "[1500]")
-                try await Task.sleep(for: .milliseconds(600))
+                try await eventually("the call under way upstream") { await rig.upstream.core.methodsStarted["sleep"] == 1 }
                 await rig.group.triggerGracefulShutdown()
                 let reply = try await call
                 #expect(reply.status == .ok, "the call in flight finishes within the grace period: \(reply.text)")
@@ -354,7 +353,7 @@ import Testing
         try await ShutdownRig.run(grace: .milliseconds(300)) { rig in
             let token = try await rig.newSession()
             async let call = rig.post("/v1/methods/sleep?timeout=60000", token: token, body: "[20000]")
-            try await Task.sleep(for: .milliseconds(300))
+            try await eventually("the call under way upstream") { await rig.upstream.core.methodsStarted["sleep"] == 1 }
             await rig.group.triggerGracefulShutdown()
             let reply = try await call
             #expect(reply.status == .serviceUnavailable, "\(reply.text)")
@@ -369,6 +368,7 @@ import Testing
 /// service in one service group, so a test can trigger the graceful shutdown a signal would.
 struct ShutdownRig: Sendable {
     let group: ServiceGroup
+    let upstream: LocalDDPServer
     let registry: SessionRegistry
     let port: Int
     let stopped: AsyncStream<Void>
@@ -400,7 +400,7 @@ struct ShutdownRig: Sendable {
             var iterator = ports.makeAsyncIterator()
             let port = try #require(await iterator.next())
             do {
-                try await body(ShutdownRig(group: group, registry: registry, port: port, stopped: stopped))
+                try await body(ShutdownRig(group: group, upstream: upstream, registry: registry, port: port, stopped: stopped))
             } catch {
                 await group.triggerGracefulShutdown()
                 throw error

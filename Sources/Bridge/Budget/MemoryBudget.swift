@@ -57,11 +57,12 @@ final class MemoryBudget: Sendable {
 
     func used(by address: String) -> Int { state.withLock { $0.byAddress[address, default: 0] } }
 
-    /// May `address` make a new subscription now? Throws the refusal when it may not.
-    func admit(_ address: String, anonymous: Bool) throws(BridgeError) {
+    /// May `address` make a new subscription now? Throws the refusal when it may not. `nil`: the
+    /// public pool, which stands for no address (the total only).
+    func admit(_ address: String?, anonymous: Bool) throws(BridgeError) {
         let standing = state.withLock { state -> Standing in
             if state.used >= limit { return .overTotal }
-            if !address.isEmpty, state.byAddress[address, default: 0] >= (anonymous ? anonymousShare : addressShare) { return .overShare }
+            if let address, state.byAddress[address, default: 0] >= (anonymous ? anonymousShare : addressShare) { return .overShare }
             return .within
         }
         if let refusal = refusal(standing, anonymous: anonymous) { throw refusal }
@@ -70,16 +71,16 @@ final class MemoryBudget: Sendable {
     /// Adds `delta` bytes (negative: freed) to what `address` holds; says whether the total or the
     /// address is now past its bound.
     @discardableResult
-    func charge(_ address: String, _ delta: Int, anonymous: Bool) -> Standing {
+    func charge(_ address: String?, _ delta: Int, anonymous: Bool) -> Standing {
         state.withLock { state in
             state.used += delta
             var mine = 0
-            if !address.isEmpty {
+            if let address {
                 mine = state.byAddress[address, default: 0] + delta
                 state.byAddress[address] = mine > 0 ? mine : nil
             }
             if state.used > limit { return .overTotal }
-            if !address.isEmpty, mine > (anonymous ? anonymousShare : addressShare) { return .overShare }
+            if address != nil, mine > (anonymous ? anonymousShare : addressShare) { return .overShare }
             return .within
         }
     }

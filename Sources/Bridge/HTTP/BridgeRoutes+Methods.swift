@@ -32,7 +32,10 @@ extension BridgeRoutes {
             try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
         }
         // Logging in through the generic route counts against the same failed-login limit.
-        let result = ["login", "createUser"].contains(name) ? try await registry.login(from: session.clientAddress, call) : try await call()
+        let result =
+            ["login", "createUser"].contains(name)
+            ? try await registry.login(
+                from: session.user?.address ?? RequestInput.clientAddress(request, context, configuration: configuration), call) : try await call()
         return Reply.json(["result": result ?? .null])
     }
 }

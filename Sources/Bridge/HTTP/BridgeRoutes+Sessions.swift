@@ -56,7 +56,9 @@ extension BridgeRoutes {
             throw BridgeError.badRequest("the body must hold {\"username\" or \"email\", \"password\"}, {\"resume\": token} or {\"login\": payload}")
         }
         let session = try await session(request, context)
-        let result = try await registry.login(from: session.clientAddress) {
+        let result = try await registry.login(
+            from: session.user?.address ?? RequestInput.clientAddress(request, context, configuration: configuration)
+        ) {
             try await session.login(loginRequest, timeout: configuration.requestTimeout)
         }
         await registry.save(session)
@@ -85,7 +87,7 @@ extension BridgeRoutes {
         }
         if let profile = body["profile"], profile.objectValue == nil { throw BridgeError.badRequest("profile must be an object") }
         let existing = RequestInput.credential(request) == nil ? nil : try await session(request, context)
-        let address = existing?.clientAddress ?? RequestInput.clientAddress(request, context, configuration: configuration)
+        let address = existing?.user?.address ?? RequestInput.clientAddress(request, context, configuration: configuration)
         if existing == nil { try registry.checkSessionRate(address) }
         var created: (session: Session, token: String)?
         if existing == nil { created = try registry.create(clientAddress: address) }

@@ -140,7 +140,7 @@ public final class PublicFanout: Service, Sendable {
             let counts = state.connections.map(\.subscriptionCount)
             guard counts.reduce(0, +) < configuration.publicMaxSubscriptions else { throw refusal(configuration.publicMaxSubscriptions) }
             // A new subscription loads documents: the memory budget must have room (the pool counts in the total only).
-            try budget.admit("", anonymous: true)
+            try budget.admit(nil, anonymous: true)
             let share = configuration.publicMaxSubscriptionsPerAddress
             guard state.madeBy[address, default: 0] < share else {
                 throw BridgeError(
@@ -153,8 +153,7 @@ public final class PublicFanout: Service, Sendable {
                 session = state.connections[unused]
             } else if state.connections.count < configuration.publicConnections {
                 session = Session(
-                    tokenHash: "", clientAddress: "", meteorKey: nil, configuration: poolConfiguration, logger: logger, metrics: metrics,
-                    budget: budget, pacer: pacer)
+                    owner: .publicPool, configuration: poolConfiguration, logger: logger, metrics: metrics, budget: budget, pacer: pacer)
                 state.connections.append(session)
                 starter.yield(session)
                 logger.info("public upstream connection opened", metadata: ["ddp.session": .string(session.id)])

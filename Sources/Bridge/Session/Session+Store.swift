@@ -11,13 +11,13 @@ extension Session {
         let now = configuration.clock.now
         let wallClock = Date()
         let idle = configuration.sessionIdleTimeout
-        guard
+        guard let user,
             let next = state.withLock({
                 $0.machine.storeRecord(onlyIfChanged: onlyIfChanged, slack: slack, now: now, wallClock: wallClock, idleTimeout: idle)
             })
         else { return nil }
         let record = StoredSession(
-            tokenHash: tokenHash, version: next.version, clientAddress: clientAddress, userID: next.userID, sealedLogin: nil,
+            tokenHash: user.tokenHash, version: next.version, clientAddress: user.address, userID: next.userID, sealedLogin: nil,
             bridgeLogin: next.bridgeLogin, subscriptions: next.subscriptions, expiresAt: next.expiresAt, ended: nil,
             createdAt: StoredSession.milliseconds(createdAt))
         return (record, next.loginToken)

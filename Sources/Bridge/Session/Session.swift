@@ -26,15 +26,32 @@ public final class Session: Sendable {
         var saveWaiters: [CheckedContinuation<Bool, Never>] = []
     }
 
+    /// Whom a connection serves.
+    enum Owner: Sendable {
+        /// A user's session, made by the registry.
+        case user(UserIdentity)
+        /// A connection of the public fan-out's pool: anonymous, of no one address, never stored.
+        case publicPool
+    }
+
+    /// What the registry keys a user's session by.
+    struct UserIdentity: Sendable {
+        let tokenHash: String
+        /// The client address it was made from: its memory share, the upstream's `X-Forwarded-For`.
+        let address: String
+        /// SHA-256 of the Meteor login token this session is keyed by, if any.
+        let meteorKey: String?
+        /// Kept in the session store (a session with a bridge token, when the bridge has a store).
+        let persistent: Bool
+    }
+
     /// A short id for logs; not the token.
     public let id: String
-    let tokenHash: String
+    let owner: Owner
+    /// Who the session is, for a user's session (`nil`: a public pool connection).
+    var user: UserIdentity? { if case .user(let user) = owner { user } else { nil } }
+    var isPersistent: Bool { user?.persistent ?? false }
     public let client: DDPClient
-    public let clientAddress: String
-    /// SHA-256 of the Meteor login token this session is keyed by, if any.
-    let meteorKey: String?
-    /// Kept in the session store (a session with a bridge token, when the bridge has a store).
-    let isPersistent: Bool
     public let createdAt: Date
     let configuration: BridgeConfiguration
     let state: LockedState<State>
@@ -44,18 +61,15 @@ public final class Session: Sendable {
     let budget: MemoryBudget
 
     init(
-        tokenHash: String, clientAddress: String, meteorKey: String?, configuration: BridgeConfiguration, logger: Logger,
-        metrics: BridgeMetrics, budget: MemoryBudget, pacer: ReconnectPacer = .unlimited, isPersistent: Bool = false, createdAt: Date = Date()
+        owner: Owner, configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, budget: MemoryBudget,
+        pacer: ReconnectPacer = .unlimited, createdAt: Date = Date()
     ) {
         self.budget = budget
         let id = String(MeteorRandom.id().prefix(8))
         var logger = logger
         logger[metadataKey: "ddp.session"] = .string(id)
         self.id = id
-        self.tokenHash = tokenHash
-        self.clientAddress = clientAddress
-        self.meteorKey = meteorKey
-        self.isPersistent = isPersistent
+        self.owner = owner
         // To the millisecond, as a store keeps it: the session reports the same instant after a restart.
         self.createdAt = Date(timeIntervalSince1970: Double(StoredSession.milliseconds(createdAt)) / 1000)
         self.configuration = configuration
@@ -70,10 +84,11 @@ public final class Session: Sendable {
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
         // The public fan-out's anonymous connections stand for no one address.
-        if !clientAddress.isEmpty { options.handshakeHeaders[.init("X-Forwarded-For")!] = clientAddress }
+        let address: String? = if case .user(let user) = owner { user.address } else { nil }
+        if let address { options.handshakeHeaders[.init("X-Forwarded-For")!] = address }
         self.client = DDPClient(
             options: options, logger: logger,
-            events: Events(state: state, metrics: metrics, budget: budget, address: clientAddress, clock: configuration.clock),
+            events: Events(state: state, metrics: metrics, budget: budget, address: address, clock: configuration.clock),
             eventLoop: configuration.eventLoopGroup.any())
     }
 
@@ -90,7 +105,8 @@ public final class Session: Sendable {
         let state: LockedState<State>
         let metrics: BridgeMetrics
         let budget: MemoryBudget
-        let address: String
+        /// The budget's account (`nil`: the public pool, in the total only).
+        let address: String?
         let clock: BridgeClock
 
         func receive(_ event: DDPClientEvent, on client: isolated DDPClient) {
@@ -226,7 +242,7 @@ public final class Session: Sendable {
             return
         }
         // What the cache held goes back to the budget with the session.
-        if closing.charged != 0 { budget.charge(clientAddress, -closing.charged, anonymous: closing.anonymous) }
+        if closing.charged != 0 { budget.charge(user?.address, -closing.charged, anonymous: closing.anonymous) }
         if closing.logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }
         await client.close(reason: reason)
     }
@@ -259,7 +275,7 @@ public final class Session: Sendable {
     /// `transient`: the reference an event stream holds while it is open (not kept in a store).
     func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration, transient: Bool = false) async throws -> SubscriptionInfo {
         // A new subscription loads documents: the memory budget, and this address's share, must have room.
-        if !holdsSubscription(name, params) { try budget.admit(clientAddress, anonymous: userID == nil) }
+        if !holdsSubscription(name, params) { try budget.admit(user?.address, anonymous: userID == nil) }
         // A subscription's name and params are kept for the session's life (and in its store).
         let size = name.utf8.count + EJSONWriter.encode(.array(params)).count
         guard size <= configuration.maxSubscriptionParamsSize else {

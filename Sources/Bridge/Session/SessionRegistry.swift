@@ -96,17 +96,17 @@ public final class SessionRegistry: Service, Sendable {
         let token = SessionToken.make()
         let hash = SessionToken.hash(token)
         let meteorKey = meteorToken.map(SessionToken.hash)
-        let session = Session(
-            tokenHash: hash, clientAddress: clientAddress, meteorKey: meteorKey, configuration: configuration,
-            logger: logger, metrics: metrics, budget: budget, pacer: pacer, isPersistent: persistence != nil && meteorKey == nil)
-        try admit(session)
+        let user = Session.UserIdentity(
+            tokenHash: hash, address: clientAddress, meteorKey: meteorKey, persistent: persistence != nil && meteorKey == nil)
+        let session = Session(owner: .user(user), configuration: configuration, logger: logger, metrics: metrics, budget: budget, pacer: pacer)
+        try admit(session, as: user)
         logger.info("session created", metadata: ["ddp.session": .string(session.id)])
         return (session, token)
     }
 
     /// Counts a session in (limits checked) and starts its upstream connection.
-    private func admit(_ session: Session) throws(BridgeError) {
-        let clientAddress = session.clientAddress
+    private func admit(_ session: Session, as user: Session.UserIdentity) throws(BridgeError) {
+        let clientAddress = user.address
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.sessions.count < configuration.maxSessions else {
@@ -118,8 +118,8 @@ public final class SessionRegistry: Service, Sendable {
                     .tooManyRequests, "too-many-sessions",
                     "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions", retryAfter: 60)
             }
-            state.sessions[session.tokenHash] = session
-            if let meteorKey = session.meteorKey { state.byMeteorKey[meteorKey] = session }
+            state.sessions[user.tokenHash] = session
+            if let meteorKey = user.meteorKey { state.byMeteorKey[meteorKey] = session }
             state.perAddress[clientAddress, default: 0] += 1
         }
         starter.yield(session)
@@ -161,8 +161,9 @@ public final class SessionRegistry: Service, Sendable {
     /// up before it serves, and one whose row says it ended ends here too (401). A store that
     /// does not answer decides nothing: the session goes on.
     private func recheck(_ session: Session) async throws(BridgeError) {
-        guard session.isPersistent, let persistence, session.claimStoreCheck(every: configuration.storeCheckInterval) else { return }
-        guard case .found(let stored) = await persistence.load(tokenHash: session.tokenHash), let reason = stored.ended else { return }
+        guard let user = session.user, user.persistent, let persistence, session.claimStoreCheck(every: configuration.storeCheckInterval)
+        else { return }
+        guard case .found(let stored) = await persistence.load(tokenHash: user.tokenHash), let reason = stored.ended else { return }
         // Ended elsewhere: its row and its upstream login are that replica's business.
         await end(session, reason: reason, stored: .keep)
         throw Self.expired(reason)
@@ -198,12 +199,12 @@ public final class SessionRegistry: Service, Sendable {
                 .serviceUnavailable, "session-key-mismatch",
                 "This session was sealed with another session key than this bridge's; a bridge with that key can serve it", retryAfter: 5)
         }
+        let user = Session.UserIdentity(tokenHash: hash, address: stored.clientAddress, meteorKey: nil, persistent: true)
         let session = Session(
-            tokenHash: hash, clientAddress: stored.clientAddress, meteorKey: nil, configuration: configuration, logger: logger,
-            metrics: metrics, budget: budget, pacer: pacer, isPersistent: true,
+            owner: .user(user), configuration: configuration, logger: logger, metrics: metrics, budget: budget, pacer: pacer,
             createdAt: Date(timeIntervalSince1970: Double(stored.createdAt) / 1000))
         session.adopt(stored)
-        try admit(session)
+        try admit(session, as: user)
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
             if let loginToken {
@@ -312,24 +313,25 @@ public final class SessionRegistry: Service, Sendable {
     /// `forget`: a later request may resume it from the store). `stored`: what happens to its
     /// stored copy (``StoredEnd``).
     func end(_ session: Session, reason: String, stored: StoredEnd = .tombstone, forget: Bool = false) async {
+        guard let user = session.user else { return }  // the registry holds users' sessions only
         let removed = state.withLock { state -> Bool in
-            guard state.sessions[session.tokenHash] === session else { return false }
-            state.sessions[session.tokenHash] = nil
-            if let key = session.meteorKey, state.byMeteorKey[key] === session { state.byMeteorKey[key] = nil }
-            state.perAddress[session.clientAddress, default: 1] -= 1
-            if state.perAddress[session.clientAddress, default: 0] <= 0 { state.perAddress[session.clientAddress] = nil }
+            guard state.sessions[user.tokenHash] === session else { return false }
+            state.sessions[user.tokenHash] = nil
+            if let key = user.meteorKey, state.byMeteorKey[key] === session { state.byMeteorKey[key] = nil }
+            state.perAddress[user.address, default: 1] -= 1
+            if state.perAddress[user.address, default: 0] <= 0 { state.perAddress[user.address] = nil }
             guard !forget else { return true }
-            state.ended[session.tokenHash] = reason
-            state.endedOrder.append(session.tokenHash)
+            state.ended[user.tokenHash] = reason
+            state.endedOrder.append(user.tokenHash)
             if state.endedOrder.count > Self.endedMemory { state.ended[state.endedOrder.removeFirst()] = nil }
             return true
         }
         guard removed else { return }
         logger.info("session ended", metadata: ["ddp.session": .string(session.id), "reason": .string(reason)])
-        let keep = session.isPersistent && stored == .keep
-        if session.isPersistent, let persistence, stored != .keep {
+        let keep = user.persistent && stored == .keep
+        if user.persistent, let persistence, stored != .keep {
             let bound: Int64? = stored == .ifExpired ? StoredSession.milliseconds(Date()) : nil
-            await persistence.end(tokenHash: session.tokenHash, reason: reason, onlyIfExpiredBy: bound)
+            await persistence.end(tokenHash: user.tokenHash, reason: reason, onlyIfExpiredBy: bound)
         }
         // A session kept in the store keeps its upstream login, for the resume.
         await session.close(reason: reason, keepLogin: keep)
@@ -338,7 +340,7 @@ public final class SessionRegistry: Service, Sendable {
     /// Drops the Meteor-token key of a session (after a logout its token no longer works).
     func forgetMeteorKey(of session: Session) {
         state.withLock { state in
-            if let key = session.meteorKey, state.byMeteorKey[key] === session { state.byMeteorKey[key] = nil }
+            if let key = session.user?.meteorKey, state.byMeteorKey[key] === session { state.byMeteorKey[key] = nil }
         }
     }
 

@@ -6,6 +6,7 @@ extension ServerCore {
     /// this connection, `result`, the data, then `updated`; otherwise `updated`, then `result`.
     func callMethod(_ connection: Int, _ id: String, name: String, params: [EJSON], randomSeed: String?) async {
         guard let caller = connections[connection] else { return }
+        methodsStarted[name, default: 0] += 1
         let outcome: Result<EJSON?, DDPError>
         if let builtin = builtinMethod(name) {
             outcome = builtin(connection, params)

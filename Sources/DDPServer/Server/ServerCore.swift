@@ -60,6 +60,8 @@ public actor ServerCore {
     }
 
     public var connectionCount: Int { connections.count }
+    /// Method calls begun so far, by name (a test waits for a call to be under way).
+    public internal(set) var methodsStarted: [String: Int] = [:]
 
     /// Subscriptions to `name` across all connections (universal ones aside), for tests that count
     /// what a client asked of the server.
