@@ -86,6 +86,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Where sessions are kept between lives: the SessionStore protocol, its SQLite and PostgreSQL backends.
+        .target(
+            name: "BridgeStore",
+            dependencies: [
+                "DDP",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio")
+            ],
+            swiftSettings: swiftSettings
+        ),
         // Sessions, REST, SSE (later issues).
         .target(
             name: "Bridge",
@@ -93,6 +107,7 @@ let package = Package(
                 "DDP",
                 "CLibCrypto",
                 "DDPClient",
+                "BridgeStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -103,10 +118,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl")
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
             ],
             swiftSettings: swiftSettings,
             plugins: ["BuildInfo"]
@@ -192,6 +204,7 @@ let package = Package(
             dependencies: [
                 "DDP",
                 "Bridge",
+                "BridgeStore",
                 "DDPServer",
                 "FaultKit",
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -135,6 +135,22 @@ import Testing
         #expect(frame == "id: 7\nevent: changed\ndata: {\"text\":\"two\\nlines\"}\n\n")
     }
 
+    /// A snapshot on the wire: `reset`, an `added` per document without an id, then the marker
+    /// with the log position.
+    @Test func snapshotFramesAreWhatTheClientReads() {
+        var prelude = Session.snapshot(
+            [("tasks", "a1", ["title": "x", "n": 1]), ("tasks", "~7", [:])], id: 9, reason: "resume-too-old")
+        let frames = prelude.next(budget: .max)?.map { String(decoding: $0, as: UTF8.self) }
+        #expect(
+            frames == [
+                "event: reset\ndata: {\"reason\":\"resume-too-old\"}\n\n",
+                "event: added\ndata: {\"collection\":\"tasks\",\"id\":\"a1\",\"fields\":{\"title\":\"x\",\"n\":1}}\n\n",
+                "event: added\ndata: {\"collection\":\"tasks\",\"id\":7,\"fields\":{}}\n\n",
+                "id: 9\nevent: snapshot\ndata: {\"count\":2}\n\n"
+            ])
+        #expect(prelude.next(budget: .max) == nil)
+    }
+
     /// A consumer that applies what it receives ends with exactly the session's documents,
     /// whatever the changes and whenever it drops and resumes.
     @Test(arguments: 0..<40)

@@ -1,3 +1,4 @@
+import BridgeStore
 import DDP
 import DDPServer
 import FaultKit

@@ -1,3 +1,4 @@
+import BridgeStore
 import DDP
 public import DDPClient
 import Foundation
@@ -143,8 +144,7 @@ public struct Settings: Sendable {
     }
 
     static func secondsText(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        return Value.format(Double(seconds) + Double(attoseconds) / 1e18)
+        Value.format(duration.seconds)
     }
 
     /// Every setting of `serve` and `demo`.
@@ -248,6 +248,7 @@ public struct Settings: Sendable {
         },
         custom(
             "batch-window", "Milliseconds over which changes are consolidated per document",
+            // Fractional milliseconds (microsecond precision), not `wholeMilliseconds`' truncation.
             show: { Value.format(Double($0.configuration.batchWindow / .microseconds(1)) / 1000) }
         ) {
             value, settings in settings.configuration.batchWindow = .microseconds(Int64((try value.number(maximum: 60_000) * 1000).rounded()))

@@ -54,7 +54,6 @@ final class EventStream: Sendable {
         var head: [[UInt8]]
         var documents: ArraySlice<(collection: String, id: String, document: EJSONObject)>
         var tail: [[UInt8]]
-        let logID: UInt64
 
         /// Up to about `budget` bytes of frames, in order; `nil` when nothing is left.
         mutating func next(budget: Int) -> [[UInt8]]? {
@@ -66,9 +65,8 @@ final class EventStream: Sendable {
                 head = []
             }
             while bytes < budget, let doc = documents.popFirst() {
-                let event = SessionEvent.document(
-                    .added(collection: doc.collection, id: doc.id, fields: doc.document), document: doc.document, id: logID)
-                let frame = SSEFrame.encode(id: nil, event: event.kind.rawValue, data: event.payload)
+                let (kind, payload) = SessionEvent.documentPayload(.added(collection: doc.collection, id: doc.id, fields: doc.document))
+                let frame = SSEFrame.encode(id: nil, event: kind.rawValue, data: payload)
                 bytes += frame.count
                 out.append(frame)
             }

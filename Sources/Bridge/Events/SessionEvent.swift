@@ -39,6 +39,13 @@ public struct SessionEvent: Sendable {
 
     /// The event for a document change, with the payload the README and openapi.yaml give.
     public static func document(_ change: DocumentChange, document: EJSONObject?, id: UInt64) -> SessionEvent {
+        let (kind, payload) = documentPayload(change)
+        return SessionEvent(id: id, kind: kind, payload: payload, collection: change.collection, documentID: change.id, document: document)
+    }
+
+    /// A document change's kind and `data:` payload, for those that encode the frame themselves
+    /// (a snapshot's documents, which carry no id).
+    static func documentPayload(_ change: DocumentChange) -> (kind: Kind, payload: EJSON) {
         let idValue = (try? DocumentID(wire: change.id).ejson) ?? .string(change.id)
         let payload: EJSON
         let kind: Kind
@@ -62,32 +69,6 @@ public struct SessionEvent: Sendable {
                 "before": before.map { (try? DocumentID(wire: $0).ejson) ?? .string($0) } ?? .null
             ]
         }
-        return SessionEvent(id: id, kind: kind, payload: payload, collection: change.collection, documentID: change.id, document: document)
+        return (kind, payload)
     }
-}
-
-/// The Server-Sent Events wire format.
-public enum SSEFrame {
-    public static func encode(id: UInt64?, event: String, data: EJSON) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(96)
-        if let id {
-            EJSONWriter.appendLiteral("id: ", to: &out)
-            EJSONWriter.writeInteger(Int64(id), into: &out)
-            out.append(0x0A)
-        }
-        EJSONWriter.appendLiteral("event: ", to: &out)
-        out.append(contentsOf: event.utf8)
-        EJSONWriter.appendLiteral("\ndata: ", to: &out)
-        // Compact JSON has no raw newlines (they are escaped in strings), so one data line suffices.
-        EJSONWriter.write(data, into: &out)
-        EJSONWriter.appendLiteral("\n\n", to: &out)
-        return out
-    }
-
-    /// A comment line: heartbeats that keep proxies from closing idle streams.
-    public static let heartbeat: [UInt8] = Array(": ping\n\n".utf8)
-
-    /// The reconnection delay hint, sent first.
-    public static func retry(milliseconds: Int) -> [UInt8] { Array("retry: \(milliseconds)\n\n".utf8) }
 }

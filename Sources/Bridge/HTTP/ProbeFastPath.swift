@@ -2,8 +2,6 @@ import DDP
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdCore
-import Logging
 import NIOCore
 import NIOHTTPTypes
 
@@ -39,6 +37,7 @@ struct ProbeAnswer: Sendable {
             return ProbeAnswer(status: .ok, json: ["status": "ready", "upstream": connection.ejson, "sessions": .int(sessions)])
         }
         var retry = 5
+        // Fractional milliseconds (a Double), rounded up to seconds there: `wholeMilliseconds` would truncate first.
         if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
         let reason = "The upstream Meteor server is not reachable" + (failure.map { ": \($0)" } ?? "")
         let error = BridgeError(
@@ -139,88 +138,5 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         request.headerFields[values: .connection].contains { value in
             value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
         }
-    }
-}
-
-/// Closes the connection when its client hangs up while an event stream is being written to it.
-/// Hummingbird allows half-closure, so a client's FIN is only an `inputClosed` event and the
-/// connection stayed open until the stream's next write failed (a heartbeat away: 15 s), holding
-/// the stream's place (a session's stream slot, a public reader's per-address slot). Closed here,
-/// the connection's close future ends the stream at once (``BridgeRoutes/sseResponse``). Other
-/// responses to a half-closed client are left to finish. Used only on its channel's event loop.
-final class EventStreamHangUp: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
-
-    private var streaming = false
-    private var inputClosed = false
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
-
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch unwrapOutboundIn(data) {
-        case .head(let head) where head.status.kind != .informational:
-            streaming = head.headerFields[.contentType]?.hasPrefix("text/event-stream") == true
-        case .end: streaming = false
-        case .head, .body: break
-        }
-        guard streaming, inputClosed else { return context.write(data, promise: promise) }
-        context.writeAndFlush(data, promise: promise)
-        context.close(promise: nil)
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed {
-            inputClosed = true
-            if streaming {
-                context.close(promise: nil)
-                return
-            }
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-}
-
-/// Hummingbird's HTTP/1.1 child channel with ``ProbeFastPath`` placed after its connection-state
-/// handler (the one that enforces the idle timeout). There, the requests the fast path answers
-/// and its answers pass through that handler as any others do, so a kept-alive connection that
-/// only probes (a load balancer's health check) is not taken for idle and closed; placed before
-/// it (as `additionalChannelHandlers` would), it was, after `--read-timeout`.
-struct ProbingHTTP1Channel: ServerChildChannel {
-    let base: HTTP1Channel
-    let admission: ConnectionAdmission
-    let refused: @Sendable (ConnectionAdmission.Decision) -> Void
-    let fastPath: @Sendable () -> ProbeFastPath
-
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
-        // Counted before anything else is made for it; a refused connection is answered and
-        // closed by a handler in front of everything (``RefusedConnection``).
-        let address = channel.remoteAddress?.ipAddress ?? "unknown"
-        let decision = admission.admit(address)
-        if decision == .admitted {
-            channel.closeFuture.whenComplete { _ in admission.release(address) }
-        } else {
-            refused(decision)
-        }
-        return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
-            let operations = channel.pipeline.syncOperations
-            if decision != .admitted {
-                try operations.addHandler(RefusedConnection(decision), position: .first)
-                return value
-            }
-            let connectionState = try operations.handler(type: HTTPConnectionStateHandler.self)
-            let probes = fastPath()
-            try operations.addHandler(probes, position: .after(connectionState))
-            let hangUp = EventStreamHangUp()
-            try operations.addHandler(hangUp, position: .after(probes))
-            try operations.addHandler(HTTP1Hygiene(), position: .after(hangUp))
-            return value
-        }
-    }
-
-    func handle(value: HTTP1Channel.Value, logger: Logger) async {
-        await base.handle(value: value, logger: logger)
     }
 }

@@ -57,7 +57,7 @@ extension Session {
                             if let c = event.collection, let id = event.documentID, !stream.filter.admits(collection: c, id: id) { continue }
                             frames.append(event.frame)
                         }
-                        prelude = EventStream.Prelude(head: frames, documents: [], tail: [], logID: lastID)
+                        prelude = EventStream.Prelude(head: frames, documents: [], tail: [])
                     } else {
                         let reason =
                             stream.filter.selector == nil
@@ -112,8 +112,7 @@ extension Session {
         EventStream.Prelude(
             head: [SSEFrame.encode(id: nil, event: "reset", data: ["reason": .string(reason)])],
             documents: documents[...],
-            tail: [SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)])],
-            logID: id)
+            tail: [SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)])])
     }
 }
 
@@ -136,6 +135,7 @@ extension ConnectionState {
         case .connecting(let attempt): return ["state": "connecting", "attempt": .int(attempt)]
         case .connected(let session, let version): return ["state": "connected", "ddpSession": .string(session), "version": .string(version)]
         case .reconnecting(let attempt, let delay, let reason):
+            // Rounded to the nearest millisecond, where `wholeMilliseconds` truncates.
             var o: EJSONObject = ["state": "reconnecting", "attempt": .int(attempt), "retryIn": .number((delay.seconds * 1000).rounded())]
             if let reason { o["reason"] = .string(reason) }
             return .object(o)

@@ -1,3 +1,4 @@
+import BridgeStore
 import CoreMetrics
 public import DDP
 public import DDPClient

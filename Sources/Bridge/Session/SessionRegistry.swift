@@ -1,3 +1,4 @@
+import BridgeStore
 import CoreMetrics
 import DDP
 import DDPClient
@@ -301,6 +302,7 @@ public final class SessionRegistry: Service, Sendable {
 
     private static func tooMany(_ reason: String, wait: Duration) -> BridgeError {
         // Whole milliseconds from the duration's integer parts, clamped to a day: no floating conversion.
+        // Not `wholeMilliseconds` then a clamp: only the seconds are clamped, so past a day the sub-second part stays.
         let (seconds, attoseconds) = wait.components
         let milliseconds = min(max(seconds, 0), 86_400) * 1000 + max(attoseconds, 0) / 1_000_000_000_000_000
         return BridgeError(

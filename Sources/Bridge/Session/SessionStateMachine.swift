@@ -1,3 +1,4 @@
+import BridgeStore
 import DDP
 import DDPClient
 import Foundation
@@ -166,6 +167,7 @@ struct SessionStateMachine: Sendable {
     /// 503 with the time until the next attempt as `Retry-After` (a wait for the upstream ran out).
     var unreachable: BridgeError {
         var retry = 5
+        // Fractional milliseconds (a Double), rounded up to seconds there: `wholeMilliseconds` would truncate first.
         if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
         let reason = "The upstream Meteor server is unreachable" + (upstreamFailure.map { ": \($0)" } ?? "")
         return BridgeError(.serviceUnavailable, "upstream-unavailable", reason, details: ["upstream": connection.ejson], retryAfter: retry)

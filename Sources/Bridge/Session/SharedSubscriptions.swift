@@ -1,3 +1,4 @@
+import BridgeStore
 public import DDP
 
 /// A subscription as REST lists it.

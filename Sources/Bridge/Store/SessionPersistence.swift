@@ -1,25 +1,10 @@
+import BridgeStore
 import CoreMetrics
 import DDPClient
 import Foundation
 import Logging
 import NIOCore
 import NIOPosix
-
-/// Where the bridge keeps its sessions: in memory only, or also in a store (SQLite by default,
-/// PostgreSQL for replicas). A store needs a session key: without one, nothing is written.
-public enum SessionStoreChoice: Sendable, Equatable, CustomStringConvertible {
-    case memory
-    case sqlite
-    case postgres(PostgresLocation)
-
-    public var description: String {
-        switch self {
-        case .memory: "memory"
-        case .sqlite: "sqlite"
-        case .postgres(let location): location.description
-        }
-    }
-}
 
 /// The session store as the registry uses it: every failure of the store (unreachable, corrupt,
 /// slow) becomes a logged warning and a metric, never a user's error — sessions go on in memory.
@@ -244,46 +229,5 @@ actor SessionPersistence {
         } onCancel: {
             outcome.resolve(.failure(CancellationError()))
         }
-    }
-}
-
-/// A value set once, awaited by one waiter (later sets are dropped).
-final class OneShot<Value: Sendable>: Sendable {
-    private struct State: Sendable {
-        var value: Value?
-        var waiter: CheckedContinuation<Value, Never>?
-    }
-    private let state = LockedState(State())
-
-    /// Whether `value` was taken (`false` when a value was set before).
-    @discardableResult
-    func resolve(_ value: Value) -> Bool {
-        let (taken, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Value, Never>?) in
-            guard state.value == nil else { return (false, nil) }
-            state.value = value
-            defer { state.waiter = nil }
-            return (true, state.waiter)
-        }
-        waiter?.resume(returning: value)
-        return taken
-    }
-
-    var value: Value {
-        get async {
-            await withCheckedContinuation { continuation in
-                let ready = state.withLock { state -> Value? in
-                    if let value = state.value { return value }
-                    state.waiter = continuation
-                    return nil
-                }
-                if let ready { continuation.resume(returning: ready) }
-            }
-        }
-    }
-}
-
-extension Result where Failure == any Error {
-    init(catching body: () async throws -> Success) async {
-        do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }

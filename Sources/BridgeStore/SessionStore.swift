@@ -1,36 +1,52 @@
-public import DDP
+import DDP
 import Foundation
 
 /// What a session store keeps of one session, so that it can be resumed after a restart or by
 /// another replica: never the bridge token (only its digest), and the Meteor resume token only
 /// sealed with the session key.
-struct StoredSession: Sendable, Equatable {
-    /// SHA-256 of the bridge token (``SessionToken/hash(_:)``): the row's key.
-    var tokenHash: String
+package struct StoredSession: Sendable, Equatable {
+    /// SHA-256 of the bridge token (`SessionToken.hash(_:)` in Bridge): the row's key.
+    package var tokenHash: String
     /// Grows with every save of the session; a save never overwrites a newer one.
-    var version: Int64
-    var clientAddress: String
-    var userID: String?
-    /// The Meteor resume token, sealed (``SessionKey``) and base64-encoded.
-    var sealedLogin: String?
+    package var version: Int64
+    package var clientAddress: String
+    package var userID: String?
+    /// The Meteor resume token, sealed (`SessionKey`, in Bridge) and base64-encoded.
+    package var sealedLogin: String?
     /// The bridge logged in with a password (so the session's end logs out upstream).
-    var bridgeLogin: Bool
-    var subscriptions: [StoredSubscription]
+    package var bridgeLogin: Bool
+    package var subscriptions: [StoredSubscription]
     /// Milliseconds since 1970 after which the session is idle for good.
-    var expiresAt: Int64
+    package var expiresAt: Int64
     /// Why the session ended, for a tombstone (later requests with its token get 401 with it).
-    var ended: String?
+    package var ended: String?
     /// When the session was made (ms since 1970), as `GET /v1/session` reports it.
-    var createdAt: Int64
+    package var createdAt: Int64
+
+    package init(
+        tokenHash: String, version: Int64, clientAddress: String, userID: String?, sealedLogin: String?, bridgeLogin: Bool,
+        subscriptions: [StoredSubscription], expiresAt: Int64, ended: String?, createdAt: Int64
+    ) {
+        self.tokenHash = tokenHash
+        self.version = version
+        self.clientAddress = clientAddress
+        self.userID = userID
+        self.sealedLogin = sealedLogin
+        self.bridgeLogin = bridgeLogin
+        self.subscriptions = subscriptions
+        self.expiresAt = expiresAt
+        self.ended = ended
+        self.createdAt = createdAt
+    }
 
     /// The subscriptions as stored: an EJSON array of `{id, name, params, refs}`.
-    var subscriptionsText: String {
+    package var subscriptionsText: String {
         EJSON.array(subscriptions.map { ["id": .string($0.id), "name": .string($0.name), "params": .array($0.params), "refs": .int($0.refs)] })
             .description
     }
 
     /// Reads the stored subscriptions back; `nil` when the text is not what ``subscriptionsText`` writes.
-    static func subscriptions(from text: String) -> [StoredSubscription]? {
+    package static func subscriptions(from text: String) -> [StoredSubscription]? {
         guard let parsed = try? EJSONParser.parse(text), case .array(let items) = parsed, items.count <= 100_000 else { return nil }
         var out: [StoredSubscription] = []
         for item in items {
@@ -42,24 +58,32 @@ struct StoredSession: Sendable, Equatable {
         return out
     }
 
-    static func milliseconds(_ date: Date) -> Int64 {
+    package static func milliseconds(_ date: Date) -> Int64 {
         let value = (date.timeIntervalSince1970 * 1000).rounded()
         return value.isFinite ? Int64(clamping: Int(exactly: min(max(value, 0), 1e15)) ?? 0) : 0
     }
 }
 
-struct StoredSubscription: Sendable, Equatable {
-    var id: String
-    var name: String
-    var params: [EJSON]
-    var refs: Int
+/// One subscription of a stored session, resubscribed when the session is resumed.
+package struct StoredSubscription: Sendable, Equatable {
+    package var id: String
+    package var name: String
+    package var params: [EJSON]
+    package var refs: Int
+
+    package init(id: String, name: String, params: [EJSON], refs: Int) {
+        self.id = id
+        self.name = name
+        self.params = params
+        self.refs = refs
+    }
 }
 
 /// Where sessions are kept between lives of the bridge: one protocol, an embedded SQLite file
 /// (``SQLiteSessionStore``) and a PostgreSQL table shared by replicas (``PostgresSessionStore``).
-/// Every call may fail (the store is down, the file is corrupt); ``SessionPersistence`` turns
+/// Every call may fail (the store is down, the file is corrupt); `SessionPersistence` (in Bridge) turns
 /// failures into warnings and a metric, never a user's error.
-protocol SessionStore: Sendable {
+package protocol SessionStore: Sendable {
     /// Creates the table when it is missing.
     func prepare() async throws
     /// Writes the session unless the stored row is newer or ended.

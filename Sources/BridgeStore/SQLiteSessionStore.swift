@@ -10,7 +10,7 @@ import SQLiteNIO
 
 /// The embedded session store: one SQLite file (`sessions.sqlite` under the data directory), in
 /// WAL mode, through sqlite-nio (its own thread pool; SQLite serialises writers).
-final class SQLiteSessionStore: SessionStore {
+package final class SQLiteSessionStore: SessionStore {
     let path: String
     private let connection: SQLiteConnection
     private let threadPool: NIOThreadPool
@@ -26,7 +26,7 @@ final class SQLiteSessionStore: SessionStore {
     /// The store has a thread of its own: a call waiting on the file's lock (`busy_timeout`, while
     /// another process holds it) blocks that thread, and on the process-wide pool (two threads on
     /// two cores) it held up every other user of that pool.
-    static func open(folder: String, logger: Logger) async throws -> SQLiteSessionStore {
+    package static func open(folder: String, logger: Logger) async throws -> SQLiteSessionStore {
         let path = try preparePath(folder: folder)
         let threadPool = NIOThreadPool(numberOfThreads: 1)
         threadPool.start()
@@ -72,13 +72,13 @@ final class SQLiteSessionStore: SessionStore {
         return path
     }
 
-    func prepare() async throws {
+    package func prepare() async throws {
         _ = try await connection.query(SessionTable.create, [])
         // A corrupt file can open and even create; reading it is what tells.
         _ = try await connection.query("SELECT count(*) FROM ddp_bridge_sessions", [])
     }
 
-    func save(_ session: StoredSession) async throws {
+    package func save(_ session: StoredSession) async throws {
         _ = try await connection.query(
             SessionTable.upsert(Self.parameter),
             [
@@ -89,7 +89,7 @@ final class SQLiteSessionStore: SessionStore {
             ])
     }
 
-    func load(tokenHash: String) async throws -> StoredSession? {
+    package func load(tokenHash: String) async throws -> StoredSession? {
         let rows = try await connection.query(SessionTable.select(Self.parameter), [.text(tokenHash)])
         guard let row = rows.first else { return nil }
         // Each column read by its case: sqlite-nio's own accessors convert a float with Int64(_:), which traps out of range.
@@ -105,13 +105,13 @@ final class SQLiteSessionStore: SessionStore {
             bridgeLogin: bridgeLogin != 0, subscriptions: subscriptions, expiresAt: expiresAt, ended: text("ended"), createdAt: createdAt)
     }
 
-    func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {
+    package func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {
         _ = try await connection.query(
             SessionTable.end(Self.parameter),
             [.text(reason), .text(tokenHash), onlyIfExpiredBy.map { .integer(SQLiteInt64($0)) } ?? .null, .integer(SQLiteInt64(now))])
     }
 
-    func purge(before: Int64) async throws {
+    package func purge(before: Int64) async throws {
         _ = try await connection.query(SessionTable.purge(Self.parameter), [.integer(SQLiteInt64(before))])
     }
 
@@ -119,24 +119,8 @@ final class SQLiteSessionStore: SessionStore {
     /// the async one throws without closing when the task is cancelled (an open abandoned at its
     /// deadline), and a connection dropped unclosed leaks its file (sqlite-nio traps on it in
     /// debug builds: it crashed a test run).
-    func shutdown() async {
+    package func shutdown() async {
         try? await connection.close().get()
         threadPool.shutdownGracefully { _ in }
-    }
-}
-
-enum SessionStoreError: Error, CustomStringConvertible {
-    case corruptRow(String)
-    case timedOut(String)
-    case unsafeFile(String)
-    case refused(String)
-
-    var description: String {
-        switch self {
-        case .refused(let reason): reason
-        case .unsafeFile(let path): "'\(path)' is not a regular file this process can create or open (a symbolic link is refused)"
-        case .corruptRow(let hash): "the stored session \(hash.prefix(8))… cannot be read"
-        case .timedOut(let operation): "the session store did not answer \(operation) in time"
-        }
     }
 }

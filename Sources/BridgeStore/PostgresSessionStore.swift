@@ -1,18 +1,17 @@
 import Foundation
 import Logging
-import NIOSSL
 import PostgresNIO
 
 /// The session store replicas share: one table in PostgreSQL, through postgres-nio's client
 /// (a small pool it runs itself, reconnecting on its own). Chosen with
 /// `--session-store postgres://user:password@host:port/database[?sslmode=disable|prefer|require]`.
-final class PostgresSessionStore: SessionStore {
+package final class PostgresSessionStore: SessionStore {
     private let client: PostgresClient
     private let runner: Task<Void, Never>
     private let location: PostgresLocation
     let logger: Logger
 
-    init(location: PostgresLocation, logger: Logger) {
+    package init(location: PostgresLocation, logger: Logger) {
         self.location = location
         var configuration = PostgresClient.Configuration(
             host: location.host, port: location.port, username: location.username, password: location.password,
@@ -39,7 +38,7 @@ final class PostgresSessionStore: SessionStore {
 
     /// Two replicas starting together race in `CREATE TABLE IF NOT EXISTS` (PostgreSQL may then
     /// refuse one with a duplicate type): the loser tries again.
-    func prepare() async throws {
+    package func prepare() async throws {
         try await checkConnection()
         var attempt = 0
         while true {
@@ -77,7 +76,7 @@ final class PostgresSessionStore: SessionStore {
         return "PostgreSQL could not be reached (\(error.code))" + (error.underlying.map { ": \($0)" } ?? "")
     }
 
-    func save(_ session: StoredSession) async throws {
+    package func save(_ session: StoredSession) async throws {
         _ = try await run(SessionTable.upsert(Self.parameter)) { binds in
             binds.append(session.tokenHash)
             binds.append(session.version)
@@ -91,7 +90,7 @@ final class PostgresSessionStore: SessionStore {
         }
     }
 
-    func load(tokenHash: String) async throws -> StoredSession? {
+    package func load(tokenHash: String) async throws -> StoredSession? {
         let rows = try await run(SessionTable.select(Self.parameter)) { $0.append(tokenHash) }
         for try await row in rows {
             let (hash, version, address, user, sealed, bridgeLogin, subscriptionsText, expiresAt, ended, createdAt) = try row.decode(
@@ -104,7 +103,7 @@ final class PostgresSessionStore: SessionStore {
         return nil
     }
 
-    func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {
+    package func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {
         _ = try await run(SessionTable.end(Self.parameter)) { binds in
             binds.append(reason)
             binds.append(tokenHash)
@@ -113,66 +112,12 @@ final class PostgresSessionStore: SessionStore {
         }
     }
 
-    func purge(before: Int64) async throws {
+    package func purge(before: Int64) async throws {
         _ = try await run(SessionTable.purge(Self.parameter)) { $0.append(before) }
     }
 
-    func shutdown() async {
+    package func shutdown() async {
         runner.cancel()
         await runner.value
     }
-}
-
-/// Where the PostgreSQL store is, from a `postgres://` URL (checked when the settings are read).
-public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-    public var username: String
-    public var password: String?
-    public var database: String?
-    public var sslMode: String
-
-    /// `nil` with the reason when the URL is not a usable `postgres://` location.
-    public static func parse(_ text: String) -> Result<PostgresLocation, Settings.Invalid> {
-        func bad(_ why: String) -> Result<PostgresLocation, Settings.Invalid> { .failure(Settings.Invalid(description: why)) }
-        guard let url = URLComponents(string: text), ["postgres", "postgresql"].contains(url.scheme ?? "") else {
-            return bad("must be a postgres://user:password@host:port/database URL")
-        }
-        guard let host = url.host, !host.isEmpty else { return bad("needs a host") }
-        guard let username = url.user, !username.isEmpty else { return bad("needs a user name (postgres://user@host/database)") }
-        let port = url.port ?? 5432
-        guard (1...65_535).contains(port) else { return bad("has a port out of range") }
-        let path = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
-        var mode = "prefer"
-        for item in url.queryItems ?? [] {
-            guard item.name == "sslmode" else { return bad("takes only the sslmode parameter, not '\(item.name)'") }
-            guard let value = item.value, ["disable", "prefer", "require"].contains(value) else {
-                return bad("sslmode must be disable, prefer or require")
-            }
-            mode = value
-        }
-        return .success(
-            PostgresLocation(
-                host: host, port: port, username: username.removingPercentEncoding ?? username,
-                password: url.password.map { $0.removingPercentEncoding ?? $0 }, database: path.isEmpty ? nil : path, sslMode: mode))
-    }
-
-    var tls: PostgresClient.Configuration.TLS {
-        switch sslMode {
-        case "disable": .disable
-        case "require": .require(.makeClientConfiguration())
-        default: .prefer(.makeClientConfiguration())
-        }
-    }
-
-    func connectionTLS() throws -> PostgresConnection.Configuration.TLS {
-        switch sslMode {
-        case "disable": .disable
-        case "require": .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        default: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-        }
-    }
-
-    /// The location without its password, for logs and help.
-    public var description: String { "postgres://\(username)@\(host):\(port)/\(database ?? "")?sslmode=\(sslMode)" }
 }

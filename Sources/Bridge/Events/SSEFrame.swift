@@ -1,0 +1,27 @@
+public import DDP
+
+/// The Server-Sent Events wire format.
+public enum SSEFrame {
+    public static func encode(id: UInt64?, event: String, data: EJSON) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(96)
+        if let id {
+            EJSONWriter.appendLiteral("id: ", to: &out)
+            EJSONWriter.writeInteger(Int64(id), into: &out)
+            out.append(0x0A)
+        }
+        EJSONWriter.appendLiteral("event: ", to: &out)
+        out.append(contentsOf: event.utf8)
+        EJSONWriter.appendLiteral("\ndata: ", to: &out)
+        // Compact JSON has no raw newlines (they are escaped in strings), so one data line suffices.
+        EJSONWriter.write(data, into: &out)
+        EJSONWriter.appendLiteral("\n\n", to: &out)
+        return out
+    }
+
+    /// A comment line: heartbeats that keep proxies from closing idle streams.
+    public static let heartbeat: [UInt8] = Array(": ping\n\n".utf8)
+
+    /// The reconnection delay hint, sent first.
+    public static func retry(milliseconds: Int) -> [UInt8] { Array("retry: \(milliseconds)\n\n".utf8) }
+}
