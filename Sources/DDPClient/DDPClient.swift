@@ -15,9 +15,13 @@ import WSCore
 /// happens to its ``DDPClientEventSink``, synchronously, on this actor and in order (no buffer
 /// between the connection and its owner; the sink's protocol states the contract).
 ///
-/// The actor runs on its connection's event loop (its executor is the loop, and every attempt's
-/// channel is made on that loop): a timer, a deadline or a cancellation handler runs its body on
-/// the actor directly (``assumeIsolated``), with no Swift task and no hop.
+/// Every attempt's channel is made on the client's own event loop, where its timers run too.
+/// Heartbeats and deadlines are ticked for all connections by one ``ConnectionTicker`` round
+/// (one task per round, not one per connection); a call's deadline or cancellation enters the
+/// actor through a task only when it fires. (The actor itself stays on the cooperative pool:
+/// run on its loop, it measured 0.39× the ingest and 0.12× the public fan-out, because its
+/// messages arrive in swift-websocket's reader task on the pool and every one then crossed
+/// threads twice; docs/ARCHITECTURE.md, "Waiting without polling".)
 ///
 /// Every wait has a deadline and ends when its caller is cancelled: calls and subscriptions
 /// wait on continuations that a reply, a timer (one NIO scheduled task, no child tasks) or
@@ -48,7 +52,6 @@ public actor DDPClient {
     public let options: DDPClientOptions
     /// The loop this actor and its connection's channel run on.
     public nonisolated let eventLoop: any EventLoop
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { eventLoop.executor.asUnownedSerialExecutor() }
     private let logger: Logger
     private let sink: any DDPClientEventSink
     private var machine: DDPConnectionStateMachine
@@ -65,8 +68,8 @@ public actor DDPClient {
     private var pause: (continuation: CheckedContinuation<Void, Never>, timer: Scheduled<Void>?)?
     /// The channel of the attempt in progress, closed from outside when the client closes.
     private var attempt: ChannelHandle?
-    /// Drives ``DDP/DDPConnectionStateMachine/tick(at:)`` while a transport is open.
-    private var ticker: RepeatedTask?
+    /// The interval this client is ticked at while a transport is open (``ConnectionTicker``).
+    private var tickingEvery: Duration?
     public private(set) var state: ConnectionState = .idle
 
     enum Outgoing: Sendable {
@@ -94,6 +97,10 @@ public actor DDPClient {
     public func withCache<T: Sendable>(_ body: (DocumentCache) throws -> T) rethrows -> T { try body(machine.cache) }
     /// A copy of one collection of the merged view (O(1): copy-on-write), to read outside the actor.
     public func collection(_ name: String) -> DocumentCache.Collection? { machine.cache.collections[name] }
+    /// The same, with an index of each of `fields` (built on first use, then kept by every change).
+    public func collection(_ name: String, indexing fields: [String]) -> DocumentCache.Collection? {
+        fields.isEmpty ? machine.cache.collections[name] : machine.indexedCollection(name, fields: fields, at: .now)
+    }
     public var userID: String? { machine.userID }
     public var loginToken: String? { machine.loginToken }
     public var tokenExpires: Double? { machine.tokenExpires }
@@ -128,7 +135,7 @@ public actor DDPClient {
                 perform(machine.reconnectTimerFired())
             }
         } onCancel: {
-            onLoop { $0.interrupt() }
+            Task { await self.interrupt() }
         }
         if !closed { close(reason: "stopped") }
     }
@@ -223,8 +230,8 @@ public actor DDPClient {
             }
         }
         attempt = nil
-        ticker?.cancel()
-        ticker = nil
+        if let tickingEvery { ConnectionTicker.shared.remove(self, every: tickingEvery) }
+        tickingEvery = nil
         outbox?.finish()
         outbox = nil
         perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), cause: cause))
@@ -246,18 +253,16 @@ public actor DDPClient {
         let (stream, continuation) = AsyncStream<Outgoing>.makeStream()
         outbox = continuation
         // Heartbeats and deadlines: a NIO repeated timer while the transport is open, not a task.
-        let tick = TimeAmount(max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration)))
-        ticker?.cancel()
-        // On this actor's loop: the tick runs on the actor as it is.
-        ticker = eventLoop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [weak self] _ in
-            self?.assumeIsolated { $0.tick() }
-        }
+        let tick = max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration))
+        if let tickingEvery { ConnectionTicker.shared.remove(self, every: tickingEvery) }
+        tickingEvery = tick
+        ConnectionTicker.shared.add(self, every: tick)
         if closed { continuation.yield(.close) }
         perform(machine.transportOpened(at: .now))
         return stream
     }
 
-    private func tick() { perform(machine.tick(at: .now)) }
+    func tick() { perform(machine.tick(at: .now)) }
 
     /// Decoding runs in the connection's task, outside the actor (a text or a binary message alike).
     private nonisolated static func decode(_ message: ByteBuffer) -> Result<ServerMessage?, any Error> {
@@ -281,15 +286,12 @@ public actor DDPClient {
     // MARK: - Timers
 
     /// One NIO scheduled task per deadline (``NIOCore/EventLoop/scheduleDeadline(after:_:)``),
-    /// on this actor's loop: when it fires, `body` runs on the actor at once.
+    /// on this client's loop; only when it fires does `body` enter the actor (through a task).
     private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> Scheduled<Void>? {
-        timeout.map { delay in eventLoop.scheduleDeadline(after: delay) { self.assumeIsolated(body) } }
+        timeout.map { delay in eventLoop.scheduleDeadline(after: delay) { Task { await self.runIsolated(body) } } }
     }
 
-    /// Runs `body` on the actor from anywhere (a cancellation handler): enqueued on the loop, no task.
-    private nonisolated func onLoop(_ body: @escaping @Sendable (isolated DDPClient) -> Void) {
-        eventLoop.execute { self.assumeIsolated(body) }
-    }
+    private func runIsolated(_ body: @Sendable (isolated DDPClient) -> Void) { body(self) }
 
     // MARK: - Calls
 
@@ -339,7 +341,7 @@ public actor DDPClient {
                 perform(actions)
             }
         } onCancel: {
-            onLoop { $0.endMethod(id, DDPClientError.cancelled) }
+            Task { await self.endMethod(id, DDPClientError.cancelled) }
         }
     }
 
@@ -403,7 +405,7 @@ public actor DDPClient {
                 perform(actions)
             }
         } onCancel: {
-            onLoop { $0.failReadyWaiter(id, number: number, DDPClientError.cancelled) }
+            Task { await self.failReadyWaiter(id, number: number, DDPClientError.cancelled) }
         }
     }
 
