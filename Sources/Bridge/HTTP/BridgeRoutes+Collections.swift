@@ -19,8 +19,10 @@ extension BridgeRoutes {
         let query = try documentQuery(request)
         let session = try await session(request, context)
         // A copy of the one collection (copy-on-write: O(1) now; the connection copies its
-        // dictionary only if it changes while the query runs). The scan runs outside the actor.
-        let collection = await session.client.collection(name)
+        // dictionary only if it changes while the query runs), with an index of the field a
+        // condition of the selector names (built on first use, kept by the connection's changes).
+        // The scan runs outside the actor.
+        let collection = await session.client.collection(name, indexing: query.fieldToIndex.map { [$0] } ?? [])
         let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
         let bytes = Self.queryBody(documents, count: count)
         return Reply.json(encoded: ByteBuffer(bytes: bytes))

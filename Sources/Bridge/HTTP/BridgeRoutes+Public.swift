@@ -67,7 +67,7 @@ extension BridgeRoutes {
         let (session, id) = try await fanout.subscribe(name, params, from: address)
         // The reference goes when the read is done; the subscription lingers for the next reader.
         defer { fanout.release(session, id) }
-        let collection = await session.client.collection(collectionName)
+        let collection = await session.client.collection(collectionName, indexing: query.fieldToIndex.map { [$0] } ?? [])
         let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
         let bytes = Self.queryBody(documents, count: count)
         let tag = "\"" + SHA256Digest.hex(bytes: bytes).prefix(32) + "\""

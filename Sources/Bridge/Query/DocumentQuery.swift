@@ -82,11 +82,21 @@ public struct DocumentQuery: Sendable {
         guard let collection else { return ([], 0) }
         let readsID = selector.readsID
         var matches: [(id: String, document: EJSONObject)] = []
-        for (id, fields) in collection.documents {
-            if let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
+        if let candidates = collection.candidates(for: selector) {
+            for id in candidates {
+                if let fields = collection.documents[id], let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
+            }
+        } else {
+            for (id, fields) in collection.documents {
+                if let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
+            }
         }
         return page(matches, collection)
     }
+
+    /// The field whose index the query would use, when the collection should build one: the
+    /// first condition an index answers (``DDP/Selector/indexableConditions``).
+    public var fieldToIndex: String? { selector.indexableConditions.first?.field }
 
     /// The document with its `_id` when it matches. The id is added first only when the
     /// selector reads it; otherwise only the documents that match are built.
@@ -107,12 +117,19 @@ public struct DocumentQuery: Sendable {
         let readsID = selector.readsID
         var budget = budget
         var matches: [(id: String, document: EJSONObject)] = []
-        for (id, fields) in collection.documents {
+        // The index's candidates when one answers a condition; else every document.
+        let candidates = collection.candidates(for: selector)
+        func examine(_ id: String, _ fields: EJSONObject) async throws {
             if try budget.examined(matches: matches.count) {
                 await Task.yield()
                 try Task.checkCancellation()
             }
             if let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
+        }
+        if let candidates {
+            for id in candidates { if let fields = collection.documents[id] { try await examine(id, fields) } }
+        } else {
+            for (id, fields) in collection.documents { try await examine(id, fields) }
         }
         return page(matches, collection)
     }

@@ -9,9 +9,14 @@ public struct DocumentCache: Sendable, Equatable {
         public internal(set) var documents: [String: EJSONObject] = [:]
         /// Present only for ordered collections.
         public internal(set) var order: [String]? = nil
+        /// Indexes of top-level fields that queries asked for (``FieldIndex``), kept by every change.
+        public internal(set) var indexes: [String: FieldIndex] = [:]
+
+        /// The same documents in the same order (indexes are a means, not content).
+        public static func == (a: Collection, b: Collection) -> Bool { a.documents == b.documents && a.order == b.order }
     }
 
-    public private(set) var collections: [String: Collection] = [:]
+    public internal(set) var collections: [String: Collection] = [:]
     /// An estimate of the memory the documents take (``DocumentCache/cost(id:_:)``), kept as they
     /// change, each step in proportion to the fields it touches: what a memory budget charges.
     public private(set) var estimatedBytes = 0
@@ -59,10 +64,15 @@ public struct DocumentCache: Sendable, Equatable {
         // Mutated in place: copying the collection out would copy every document on each add.
         if ordered { Self.placeInOrder(&collections[collection, default: Collection()], id, before: before) }
         guard let existing = collections[collection]?.documents.updateValue(fields, forKey: id) else {
-            if collections[collection] == nil { collections[collection] = Collection(documents: [id: fields]) }
+            if collections[collection] == nil {
+                collections[collection] = Collection(documents: [id: fields])
+            } else {
+                collections[collection]!.reindex(id, old: nil, new: fields)
+            }
             estimatedBytes += Self.cost(id: id, fields)
             return AppliedChange(.added(collection: collection, id: id, fields: fields), before: nil, after: fields)
         }
+        collections[collection]!.reindex(id, old: existing, new: fields)
         estimatedBytes += Self.cost(id: id, fields) - Self.cost(id: id, existing)
         // An add for a document already held (tolerated, as while resetting): it replaces it.
         let cleared = existing.keys.filter { fields[$0] == nil }
@@ -81,6 +91,7 @@ public struct DocumentCache: Sendable, Equatable {
         for field in fields { document[field.key] = field.value }
         document.removeValues(forKeys: cleared)
         collections[collection]!.documents[id] = document
+        collections[collection]!.reindex(id, old: existing, new: document)
         if case .changed(_, _, let set, let gone, let previous) = change {
             for field in set {
                 estimatedBytes += Self.cost(key: field.key, field.value) - (previous[field.key].map { Self.cost(key: field.key, $0) } ?? 0)
@@ -92,6 +103,7 @@ public struct DocumentCache: Sendable, Equatable {
 
     mutating func remove(_ collection: String, _ id: String) -> AppliedChange? {
         guard let previous = collections[collection]?.documents.removeValue(forKey: id) else { return nil }
+        collections[collection]!.reindex(id, old: previous, new: nil)
         estimatedBytes -= Self.cost(id: id, previous)
         if collections[collection]!.order != nil { collections[collection]!.order!.removeAll { $0 == id } }
         if collections[collection]!.documents.isEmpty { collections[collection] = nil }

@@ -36,6 +36,12 @@ public struct DDPConnectionStateMachine: Sendable {
 
     /// The merged document view (what consumers see; excludes data buffered during a reset).
     public private(set) var cache = DocumentCache()
+
+    /// One collection of the merged view with indexes of `fields` (``DocumentCache/indexed(_:fields:at:)``):
+    /// the indexes are kept in the view, so later changes keep them up.
+    public mutating func indexedCollection(_ name: String, fields: [String], at now: ContinuousClock.Instant) -> DocumentCache.Collection? {
+        cache.indexed(name, fields: fields, at: now)
+    }
     public private(set) var userID: String?
     public private(set) var loginToken: String?
     public private(set) var tokenExpires: Double?
