@@ -194,10 +194,10 @@ import Testing
         }
     }
 
-    /// `HTTP1Hygiene`: `100 Continue` for a request pipelined behind a response still being
-    /// written goes out once that response has ended, not into its body.
+    /// `100 Continue` for a request pipelined behind a response still being written goes out
+    /// once that response has ended, not into its body.
     @Test func aContinueBehindAResponseWaitsForItsEnd() throws {
-        try Self.withChannel([HTTP1Hygiene()]) { channel, recorder in
+        try Self.withChannel([ProbeSource().handler()]) { channel, recorder in
             try Self.deliver(Self.parts(Self.request(.get, "/v1/events")), to: channel)
             try channel.writeOutbound(HTTPResponsePart.head(Self.eventStream()))
             try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(string: "event: ready\n\n")))

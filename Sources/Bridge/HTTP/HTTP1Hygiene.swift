@@ -2,12 +2,9 @@ import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
 
-/// Two HTTP/1.1 duties Hummingbird leaves to the application, done on the connection's event loop:
+/// An HTTP/1.1 duty Hummingbird leaves to the application, done on the connection's event loop
+/// (the other, `Expect: 100-continue`, is ``ProbeFastPath``'s, which keeps requests in order):
 ///
-/// - `Expect: 100-continue`: `100 Continue` is sent as the request head arrives, so a client
-///   that waits for it before sending its body (curl does, for a second) does not stall; for a
-///   request pipelined behind a response still being written (an event stream), once that
-///   response ends: written at once, it landed in the middle of the other response's body.
 /// - `Upgrade:` the bridge offers none: NIO's HTTP/1.1 parser stops reading at a request that asks
 ///   for an upgrade, so a request pipelined after it was never answered and the connection hung.
 ///   The request is answered as usual, with `Connection: close`, and the connection closed after
@@ -23,36 +20,14 @@ final class HTTP1Hygiene: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// A request asked for an upgrade: the connection ends after its response.
     private var closeAfterResponse = false
-    /// The requests whose response has not ended, oldest first: whether each still waits for
-    /// its `100 Continue` (owed once its turn comes).
-    private var owed: [Bool] = []
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let request) = unwrapInboundIn(data) {
-            if request.headerFields[.upgrade] != nil { closeAfterResponse = true }
-            let expects = request.headerFields[values: .expect].contains(where: { $0.lowercased() == "100-continue" })
-            owed.append(expects)
-            if owed.count == 1 { sendContinueIfOwed(context: context) }
-        }
+        if case .head(let request) = unwrapInboundIn(data), request.headerFields[.upgrade] != nil { closeAfterResponse = true }
         context.fireChannelRead(data)
     }
 
-    /// `100 Continue` for the request whose turn it is, if it asked and has not had it.
-    private func sendContinueIfOwed(context: ChannelHandlerContext) {
-        guard owed.first == true else { return }
-        owed[0] = false
-        context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
-    }
-
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data), !owed.isEmpty {
-            // This response is done: the next request's turn (its `100 Continue`, if owed, follows it).
-            owed.removeFirst()
-            guard closeAfterResponse else {
-                context.write(data, promise: promise)
-                return sendContinueIfOwed(context: context)
-            }
-        }
+        // Nothing to look at in a response unless an upgrade was asked for (a cast per write costs).
         guard closeAfterResponse else { return context.write(data, promise: promise) }
         switch unwrapOutboundIn(data) {
         case .head(var response) where response.status.kind != .informational:

@@ -60,6 +60,12 @@ struct ProbeAnswer: Sendable {
 /// with no body and no `Origin` (CORS stays with the router). Anything else passes through to the
 /// router, which answers the same ``ProbeAnswer``. One instance per connection, used only on its
 /// event loop.
+///
+/// It keeps the connection's requests in order, so it also sends `Expect: 100-continue`'s
+/// `100 Continue`: as the request head arrives when no response is being written, else once the
+/// responses before it have ended (written at once, it landed inside an event stream's body).
+/// Here rather than in a handler of its own: every handler that looks at each response part
+/// costs a cast per write, which measured on a stream's delivery.
 final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -68,8 +74,9 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let answer: @Sendable (String) -> ProbeAnswer?
     private let answered: @Sendable (String, HTTPResponse.Status) -> Void
-    /// Requests passed on to the router whose response has not ended yet.
-    private var unanswered = 0
+    /// Requests passed on to the router whose response has not ended yet, oldest first: whether
+    /// each still waits for its `100 Continue` (owed once its turn comes).
+    private var unanswered: [Bool] = []
     /// The rest (body parts, end) of a request answered here, to be dropped.
     private var discarding = false
     /// A `Connection: close` probe was answered: whatever the client sent after it is dropped
@@ -89,14 +96,15 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         let part = unwrapInboundIn(data)
         switch part {
         case .head(let request):
-            if unanswered == 0, let path = request.path, let probe = answerable(request, path: path) {
+            if unanswered.isEmpty, let path = request.path, let probe = answerable(request, path: path) {
                 discarding = true
                 closing = Self.wantsClose(request)
                 send(probe, closing: closing, context: context)
                 answered(path, probe.status)
                 return
             }
-            unanswered += 1
+            unanswered.append(request.headerFields[values: .expect].contains { $0.lowercased() == "100-continue" })
+            if unanswered.count == 1 { sendContinueIfOwed(context: context) }
             context.fireChannelRead(data)
         case .body, .end:
             if discarding {
@@ -108,8 +116,18 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         context.write(data, promise: promise)
+        // This response is done: the next request's turn (its `100 Continue`, if owed, follows it).
+        if !unanswered.isEmpty { unanswered.removeFirst() }
+        sendContinueIfOwed(context: context)
+    }
+
+    /// `100 Continue` for the request whose turn it is, if it asked and has not had it.
+    private func sendContinueIfOwed(context: ChannelHandlerContext) {
+        guard unanswered.first == true else { return }
+        unanswered[0] = false
+        context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
     }
 
     private func answerable(_ request: HTTPRequest, path: String) -> ProbeAnswer? {
