@@ -467,9 +467,10 @@ import Testing
             #expect(sub.status == .created, "\(sub.text)")
             let all = try await h.request(.get, "/v1/collections/bulk?limit=1", token: token)
             #expect(all["count"] == 20_000, "the subscription did not bring the 20,000 documents: \(all.text.prefix(200))")
-            // A 3,000-value $in of numbers: a linear test per document.
+            // A 3,000-value $nin of numbers: a linear test per document, and no index can answer it
+            // (the same $in is answered from the field's index: asserted below).
             let values = (1...3_000).map { "-\($0)" }.joined(separator: ",")
-            let selector = urlEncoded(#"{"i":{"$in":["# + values + "]}}")
+            let selector = urlEncoded(#"{"i":{"$nin":["# + values + "]}}")
             let finished = LockedBox<[String]>([])
             let port = try #require(h.client.port)
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -488,6 +489,9 @@ import Testing
                 try await group.waitForAll()
             }
             #expect(finished.value == ["echo 200", "query 422"], "\(finished.value)")
+            // The $in of the same 3,000 values takes candidates from an index of `i`: within the budget.
+            let indexed = try await h.request(.get, "/v1/collections/bulk?selector=" + urlEncoded(#"{"i":{"$in":["# + values + "]}}"), token: token)
+            #expect(indexed.status == .ok && indexed["count"] == 0, "\(indexed.text.prefix(300))")
             // A cheap query on the same collection is answered.
             let cheap = try await h.request(
                 .get, "/v1/collections/bulk?selector=\(urlEncoded(#"{"group":{"$in":["g1","g2"]}}"#))&limit=5", token: token)
