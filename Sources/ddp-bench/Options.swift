@@ -3,7 +3,7 @@ import Foundation
 /// The harness's command line, checked: unknown options, missing values and numbers out of
 /// range are refused with the usage, before anything starts.
 struct BenchOptions {
-    static let allParts = ["micro", "sse", "latency", "rest", "sessions", "load", "public"]
+    static let allParts = ["micro", "sse", "latency", "rest", "sessions", "load", "public", "nchan"]
 
     static let usage = """
         usage: ddp-bench [options]
@@ -21,9 +21,14 @@ struct BenchOptions {
           --load-rate N           changes/s each slow consumer's ticker makes (default: 50)
           --load-bound-mib N      the load part's resident memory bound (default: 512)
           --load-same-priority    run the load generator at the bridge's priority (default: nice 10)
-          --public-readers N      readers of one public publication in the public part (default: 10000)
+          --public-readers N      readers of one public publication in the public part, and of nchan's
+                                  channel in the nchan part (default: 10000)
           --replot                write results.md and plot.svg again from results.json, nothing else
           -h, --help              this text
+
+        The nchan part runs nginx with the nchan module (deploy/nchan/nginx.conf; Debian packages
+        nginx and libnginx-mod-nchan, which scripts/bench.sh installs) as the public part's baseline;
+        the smoke run skips it when they are missing.
 
         Environment: DDP_BENCH_WRAP runs the bridge process of the sessions part under a profiler
         (e.g. heaptrack); DDP_BENCH_SESSION_PARTS ("none", "sub" or "sub,stream") says what each

@@ -20,6 +20,11 @@ enum PublicBench {
         let everyReaderGotEverything: Bool
         /// Milliseconds from the upstream's send to a sampled reader's receipt, sorted.
         let latencies: [Double]
+        /// Bytes of one change's `data:` as the readers got it (the nchan part publishes as much).
+        let eventDataBytes: Int?
+
+        var openRate: Double { Double(readers) / openSeconds }
+        var aggregate: Double { Double(events) / deliverySeconds }
     }
 
     /// Opens `readers` readers of `ticker [rate, count, true, startAfter]` (the changes start once
@@ -49,20 +54,11 @@ enum PublicBench {
         let rssBefore = bridge.rssKiB
         // Latencies from a sample of readers (every reader's would be millions of samples).
         let sampleEvery = max(1, readers / 100)
-        var all = [first]
+        var crowd = ReaderCrowd(first: first)
+        defer { crowd.close() }
         let openStart = ContinuousClock.now
-        let batch = 250
-        while all.count < readers {
-            var opening: [SSEConsumer] = []
-            for i in all.count..<min(readers, all.count + batch) {
-                opening.append(
-                    try await SSEConsumer.open(port: bridge.port, path, token: "", counting: "changed", stampField: i % sampleEvery == 0))
-            }
-            for consumer in opening { try await consumer.waitUntilOpen(timeout: .seconds(60)) }
-            all += opening
-        }
+        try await crowd.grow(to: readers, port: bridge.port, path: path, counting: "changed", sampleEvery: sampleEvery)
         let openSeconds = (ContinuousClock.now - openStart).seconds
-        defer { for consumer in all { consumer.close() } }
         try await Task.sleep(for: .milliseconds(500))
         let rssAfter = bridge.rssKiB
         let connections = await upstream.core.connectionCount - connectionsBefore
@@ -72,26 +68,12 @@ enum PublicBench {
         }
         // Then the changes: wait until nothing has arrived for a second (consolidated changes
         // arrive as fewer events), bounded.
-        let deadline = tickerStarts + .seconds(Double(count) / Double(rate) + 120)
-        var quietSince = ContinuousClock.now
-        var last = -1
-        while ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(100))
-            let seen = all.reduce(0) { $0 + $1.snapshot.counted }
-            if seen != last {
-                last = seen
-                quietSince = .now
-            }
-            if seen > 0, ContinuousClock.now - quietSince > .seconds(1) { break }
-        }
-        let counts = all.map(\.snapshot)
-        let lastArrival = counts.compactMap(\.lastCounted).max() ?? .now
-        let perReader = Set(counts.map(\.counted))
+        try await crowd.waitForDelivery(deadline: tickerStarts + .seconds(Double(count) / Double(rate) + 120))
+        let delivery = crowd.delivery(since: tickerStarts)
         return Result(
             readers: readers, openSeconds: openSeconds, kibPerReader: Double(rssAfter - rssBefore) / Double(max(readers - 1, 1)),
-            upstreamConnections: connections, upstreamSubscriptions: subscriptions, events: counts.reduce(0) { $0 + $1.counted },
-            deliverySeconds: max((lastArrival - tickerStarts).seconds, 0.001),
-            everyReaderGotEverything: perReader.count == 1 && (perReader.first ?? 0) > 0 && !counts.contains(where: \.closed),
-            latencies: counts.flatMap(\.latencies).map { $0 / 1000 }.sorted())
+            upstreamConnections: connections, upstreamSubscriptions: subscriptions, events: delivery.events,
+            deliverySeconds: delivery.seconds, everyReaderGotEverything: delivery.everyReaderGotEverything, latencies: delivery.latencies,
+            eventDataBytes: delivery.dataBytes)
     }
 }

@@ -77,7 +77,8 @@ enum Report {
         if !document.targets.isEmpty {
             out += "| target | goal | measured | met |\n|---|---|---|---|\n"
             for target in document.targets {
-                out += "| \(target.name) | \(target.goal) | \(target.measured) | \(target.met ? "yes" : "**no**") |\n"
+                let met = target.met ? "yes" : target.measured.hasPrefix("not measured") ? "not measured" : "**no**"
+                out += "| \(target.name) | \(target.goal) | \(target.measured) | \(met) |\n"
             }
             out += "\n"
         }

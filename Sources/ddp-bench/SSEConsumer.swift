@@ -20,6 +20,8 @@ final class SSEConsumer: Sendable {
         var counted = 0
         var lastCounted: ContinuousClock.Instant?
         var latencies: [Double] = []
+        /// Bytes of the `data:` of the last counted event (time-stamping consumers only).
+        var lastDataBytes: Int?
         var status = 0
         var closed = false
     }
@@ -87,6 +89,7 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
     private var data: [UInt8] = []
     private var pendingCounted = 0
     private var pendingLatencies: [Double] = []
+    private var pendingDataBytes: Int?
 
     init(counting: [UInt8], stamp: Bool) {
         self.counting = counting
@@ -121,7 +124,8 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
 
     /// Counting only (no stamps): finds each `event: <name>` line with `memchr`, so that a
     /// hundred consumers in the benchmark's own process cost little next to the bridge.
-    private var carry: [UInt8] = []
+    /// The stream's start is a line start (a server may open with an `event:` line).
+    private var carry: [UInt8] = [0x0A]
     private lazy var needle: [UInt8] = Array("\nevent: ".utf8) + counting + [0x0A]
 
     private func countEvents(_ buffer: ByteBuffer) {
@@ -153,6 +157,7 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
                 if stamp, let at = Self.stampValue(data) {
                     pendingLatencies.append(Double(DemoDataSet.monotonicMicroseconds() - at))
                 }
+                if stamp { pendingDataBytes = data.count }
             }
             name.removeAll(keepingCapacity: true)
             data.removeAll(keepingCapacity: true)
@@ -186,13 +191,14 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
     private func flush() {
         guard pendingCounted > 0 else { return }
         let now = ContinuousClock.now
-        let (counted, latencies) = (pendingCounted, pendingLatencies)
+        let (counted, latencies, dataBytes) = (pendingCounted, pendingLatencies, pendingDataBytes)
         pendingCounted = 0
         pendingLatencies.removeAll(keepingCapacity: true)
         consumer?.counts.withLockedValue { counts in
             counts.lastCounted = now
             counts.counted += counted
             counts.latencies += latencies
+            if let dataBytes { counts.lastDataBytes = dataBytes }
         }
     }
 }

@@ -268,17 +268,23 @@ await part("load") {
             measured: String(format: "%.0f MiB", outcome.rssPeakMiB), score: Double(plan.memoryBoundMiB) / max(outcome.rssPeakMiB, 1)))
 }
 
+// The public part and its baseline, nchan, share readers, rate and count; nchan's targets put the
+// public part's result (kept here) beside its own.
+let publicReaders = options.publicReaders ?? (smoke ? 200 : 10_000)
+let publicRate = smoke ? 100 : 1_000
+let publicCount = smoke ? 100 : 3_000
+var publicResult: PublicBench.Result?
+
 await part("public") {
     await upstream.stop()
     upstream = try await startUpstream()
     upstreamURL = await upstream.url
-    let readers = options.publicReaders ?? (smoke ? 200 : 10_000)
-    let rate = smoke ? 100 : 1_000
-    let count = smoke ? 100 : 3_000
+    let (readers, rate, count) = (publicReaders, publicRate, publicCount)
     say("public fan-out: \(readers) readers of one publication, ticker at \(rate) changes/s (the bridge as its own process)…")
     let raw = try await SSEBench.rawTickerLatencies(url: upstreamURL, rate: rate, count: count).sorted().map { $0 / 1000 }
     let result = try await PublicBench.run(
         upstream: upstream, readers: readers, rate: rate, count: count, startAfter: .seconds(smoke ? 5 : 30))
+    publicResult = result
     let openRate = Double(readers) / result.openSeconds
     let aggregate = Double(result.events) / result.deliverySeconds
     let added = Stats.percentile(result.latencies, 99) - Stats.percentile(raw, 99)
@@ -327,6 +333,32 @@ await part("public") {
 }
 
 await upstream.stop()
+
+await part("nchan") {
+    say("nchan baseline: \(publicReaders) readers of one channel, \(publicCount) messages posted at \(publicRate)/s (nginx as its own process)…")
+    if let reason = NginxProcess.unavailable() {
+        figures.append(Figure("nchan", "nchan baseline", 0, "not measured", note: reason))
+        targets += NchanBench.comparison(bridge: publicResult, nchan: nil, readers: publicReaders, count: publicCount, missing: reason)
+        // The test command's smoke run must not need nginx; bench.sh installs it.
+        if smoke {
+            say("nchan: skipped in the smoke run: \(reason)")
+            return
+        }
+        throw BenchError("nchan cannot run: \(reason) (scripts/bench.sh installs nginx and libnginx-mod-nchan)")
+    }
+    let result: NchanBench.Result
+    do {
+        result = try await NchanBench.run(readers: publicReaders, rate: publicRate, count: publicCount, dataBytes: publicResult?.eventDataBytes)
+    } catch {
+        figures.append(Figure("nchan", "nchan baseline", 0, "not measured", note: "\(error)"))
+        targets += NchanBench.comparison(
+            bridge: publicResult, nchan: nil, readers: publicReaders, count: publicCount, missing: "nchan failed: \(error)")
+        throw error
+    }
+    figures += NchanBench.figures(result, rate: publicRate, count: publicCount, bridge: publicResult)
+    targets += NchanBench.comparison(bridge: publicResult, nchan: result, readers: publicReaders, count: publicCount, missing: nil)
+}
+
 try Report.write(figures: figures, targets: targets, smoke: smoke, to: outputDirectory)
 print(try String(contentsOfFile: outputDirectory + "/results.md", encoding: .utf8))
 if let previous { print(Report.comparison(previous, figures)) }
