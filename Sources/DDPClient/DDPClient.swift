@@ -15,9 +15,10 @@ import WSCore
 /// happens to its ``DDPClientEventSink``, synchronously, on this actor and in order (no buffer
 /// between the connection and its owner; the sink's protocol states the contract).
 ///
-/// Every attempt's channel is made on the client's own event loop, where its timers run too:
-/// the heartbeat tick (a repeated timer while a transport is open) and each call's deadline; a
-/// tick, a deadline that fires or a cancellation enters the actor through a task. (The actor itself stays on the cooperative pool:
+/// Every attempt's channel is made on the client's own event loop, where each call's deadline
+/// runs too; the heartbeat tick is a repeated timer on another loop of the group (measured: see
+/// `transportOpened`). A tick, a deadline that fires or a cancellation enters the actor through
+/// a task. (The actor itself stays on the cooperative pool:
 /// run on its loop, it measured 0.39× the ingest and 0.12× the public fan-out, because its
 /// messages arrive in swift-websocket's reader task on the pool and every one then crossed
 /// threads twice; docs/ARCHITECTURE.md, "Waiting without polling".)
@@ -253,13 +254,14 @@ public actor DDPClient {
         outbox = continuation
         // Heartbeats and deadlines: a NIO repeated timer while the transport is open, not a task.
         let tick = max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration))
-        // A NIO repeated timer on this client's loop while the transport is open; each tick
-        // enters the actor through a task. One shared round for every connection (a task per
-        // round instead of one per connection) measured 0.55× the delivery to 100 consumers of
-        // one session in the same run, so it was taken back (docs/ARCHITECTURE.md).
+        // A NIO repeated timer while the transport is open; each tick enters the actor through a
+        // task. Not on this client's own loop (its channel's): there it measured 0.54× the
+        // delivery to 100 consumers of one session in alternating runs of the same harness, and
+        // on another loop of the group the same as before (docs/ARCHITECTURE.md). One shared round
+        // for every connection measured 0.55× too, and was taken back.
         ticker?.cancel()
         let amount = TimeAmount(tick)
-        ticker = eventLoop.scheduleRepeatedTask(initialDelay: amount, delay: amount) { [weak self] _ in
+        ticker = MultiThreadedEventLoopGroup.singleton.any().scheduleRepeatedTask(initialDelay: amount, delay: amount) { [weak self] _ in
             guard let self else { return }
             Task { await self.tick() }
         }
