@@ -56,6 +56,8 @@ import Testing
             let query = urlEncoded(#"{"listId":"inbox","done":{"$ne":true}}"#)
             try await withEventStream(port: port, "/v1/events?collections=tasks&selector=\(query)&snapshot=true", token: token) { liveQuery in
                 try await withEventStream(port: port, "/v1/events?collections=tasks&id=task-a2", token: token) { one in
+                    // A live stream sees what happens once it is registered: wait for that before the changes.
+                    try await one.waitUntilOpen()
                     try await liveQuery.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
                     #expect(documentEvents(await liveQuery.events).map { $0.json["id"] } == ["task-a1", "task-b1"])
                     _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"done":true}"#)  // leaves
