@@ -85,7 +85,9 @@ enum NchanBench {
             while n < count {
                 guard ContinuousClock.now < limit else { throw BenchError("posting \(count) messages to nchan took past its limit (\(n) posted)") }
                 let elapsed = (ContinuousClock.now - start).seconds
-                let due = min(count, Int(elapsed * Double(rate)))
+                let offered = elapsed * Double(rate)
+                // Finite and clamped to 0…count before the conversion: it cannot trap.
+                let due = offered.isFinite ? Int(min(max(offered, 0), Double(count))) : count
                 guard due > n else {
                     let next = Double(n + 1) / Double(rate) - elapsed
                     try await Task.sleep(for: .nanoseconds(Int64(max(0.0005, min(next, 0.05)) * 1e9)))
