@@ -293,10 +293,13 @@ public actor DDPClient {
 
     // MARK: - Timers
 
-    /// One NIO scheduled task per deadline (``NIOCore/EventLoop/scheduleDeadline(after:_:)``),
-    /// on this client's loop; only when it fires does `body` enter the actor (through a task).
+    /// One NIO scheduled task per deadline (``NIOCore/EventLoop/scheduleDeadline(after:_:)``);
+    /// only when it fires does `body` enter the actor (through a task). Like the tick, on a loop
+    /// of the group taken in turn rather than the channel's own (EXPERIMENT: A/B of method calls).
     private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> Scheduled<Void>? {
-        timeout.map { delay in eventLoop.scheduleDeadline(after: delay) { Task { await self.runIsolated(body) } } }
+        timeout.map { delay in
+            MultiThreadedEventLoopGroup.singleton.any().scheduleDeadline(after: delay) { Task { await self.runIsolated(body) } }
+        }
     }
 
     private func runIsolated(_ body: @Sendable (isolated DDPClient) -> Void) { body(self) }

@@ -32,7 +32,8 @@ public struct StreamFilter: Sendable {
 }
 
 /// One SSE consumer: a bounded buffer of encoded frames filled by the session (under its
-/// lock) and drained by the HTTP writer, with a doorbell between them. A consumer that lets
+/// lock) and drained by the writer (``StreamHandOff``, on the connection's event loop), with a
+/// doorbell between them. A consumer that lets
 /// the buffer overflow is cut off with a final event; memory never grows past the bound.
 final class EventStream: Sendable {
     struct State: Sendable {
@@ -46,6 +47,19 @@ final class EventStream: Sendable {
         /// What the stream starts with (a replay, or a reset and snapshot): written at the pace
         /// the consumer reads, before any live frame, and not counted against the live buffer.
         var prelude: Prelude?
+        /// Wakes the writer (a job on its connection's event loop, ``StreamHandOff``); until it
+        /// is set, a ring is remembered and given to it when it is.
+        var waker: StreamWaker?
+        var rang = false
+
+        /// The waker to ring now (`nil`: none yet, the ring is remembered).
+        mutating func ring() -> StreamWaker? {
+            guard let waker else {
+                rang = true
+                return nil
+            }
+            return waker
+        }
     }
 
     /// The first frames of a stream, produced as the writer asks for them: a snapshot of any
@@ -85,26 +99,35 @@ final class EventStream: Sendable {
     let limit: Int
     let counters: StreamCounters?
     private let state: LockedState<State>
-    private let bell: AsyncStream<Void>.Continuation
-    let rings: AsyncStream<Void>
 
     init(filter: StreamFilter, limit: Int, counters: StreamCounters? = nil) {
         self.filter = filter
         self.limit = limit
         self.counters = counters
         self.state = LockedState(State())
-        (rings, bell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
-    /// Routes one session event through the filter (and the live query) into the buffer.
-    func deliver(_ event: SessionEvent) {
+    /// Sets what wakes the writer when frames arrive in an empty buffer (or the stream ends);
+    /// a ring that came before it is given to it now. `nil` drops it (the writer is gone).
+    func setWaker(_ waker: StreamWaker?) {
+        let rang = state.withLock { state in
+            state.waker = waker
+            defer { state.rang = false }
+            return state.rang && waker != nil
+        }
+        if rang { waker?.ring() }
+    }
+
+    /// Routes one session event through the filter (and the live query) into the buffer; the
+    /// writer's wake-up, if one is due, joins `wakeups` (rung once for the whole batch).
+    func deliver(_ event: SessionEvent, into wakeups: inout Wakeups) {
         guard let collection = event.collection, let id = event.documentID else {
-            enqueue(event.frame)
+            enqueue(event.frame, into: &wakeups)
             return
         }
         guard filter.admits(collection: collection, id: id) else { return }
         guard let selector = filter.selector else {
-            enqueue(event.frame)
+            enqueue(event.frame, into: &wakeups)
             return
         }
         let inside = event.document.map { selector.matches(DocumentQuery.withID(id, $0)) } ?? false
@@ -126,30 +149,31 @@ final class EventStream: Sendable {
                 return nil
             }
         }
-        if let frame { enqueue(frame) }
+        if let frame { enqueue(frame, into: &wakeups) }
     }
 
     func setMatching(_ ids: Set<String>) { state.withLock { $0.matching = ids } }
 
     /// Sets what the stream starts with (before any live frame) and wakes the writer.
     func start(with prelude: Prelude) {
-        state.withLock { $0.prelude = prelude }
-        bell.yield()
+        state.withLock { state in
+            state.prelude = prelude
+            return state.ring()
+        }?.ring()
     }
 
-    /// Adds frames; past the limit the buffer is dropped and the stream ends with a reason.
-    func enqueue(_ frames: [[UInt8]]) {
-        let ring = state.withLock { state -> Bool in
-            var ring = false
-            for frame in frames { ring = Self.append(frame, to: &state, limit: limit) || ring }
-            return ring
-        }
-        if ring { bell.yield() }
-    }
-
-    /// Adds one frame (the fan-out path: no array per event and stream).
+    /// Adds one frame and wakes the writer if it sleeps; past the limit the buffer is dropped and
+    /// the stream ends with a reason.
     func enqueue(_ frame: [UInt8]) {
-        if state.withLock({ Self.append(frame, to: &$0, limit: limit) }) { bell.yield() }
+        var wakeups = Wakeups()
+        enqueue(frame, into: &wakeups)
+        wakeups.ring()
+    }
+
+    /// Adds one frame (the fan-out path: no array per event and stream); the writer's wake-up,
+    /// if due, joins `wakeups`.
+    func enqueue(_ frame: [UInt8], into wakeups: inout Wakeups) {
+        if let waker = state.withLock({ state in Self.append(frame, to: &state, limit: limit) ? state.ring() : nil }) { wakeups.add(waker) }
     }
 
     /// Appends under the lock; whether the writer must be woken (the buffer was empty: a
@@ -181,8 +205,8 @@ final class EventStream: Sendable {
     func finish(with frame: [UInt8]) {
         state.withLock { state in
             if state.ending == nil { state.ending = frame }
-        }
-        bell.yield()
+            return state.ring()
+        }?.ring()
     }
 
     /// What the writer sends next: a chunk of the prelude while there is one, else the buffered
@@ -206,5 +230,39 @@ final class EventStream: Sendable {
         var buffer = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.count })
         for frame in frames { buffer.writeBytes(frame) }
         return (buffer, ending, more)
+    }
+}
+
+/// What wakes a stream's writer.
+enum StreamWaker: Sendable {
+    /// Its connection's event loop writes it (``StreamHandOff``).
+    case loop(any EventLoop, NIOLoopBound<StreamHandOff>)
+    /// A task writes it (a connection without that writer).
+    case task(AsyncStream<Void>.Continuation)
+
+    func ring() {
+        var wakeups = Wakeups()
+        wakeups.add(self)
+        wakeups.ring()
+    }
+}
+
+/// The writers a batch of events woke, rung together: one job per event loop for all the
+/// readers it writes (10,000 readers of a change on two loops: two jobs, not 10,000 wake-ups).
+struct Wakeups {
+    private var loops: [ObjectIdentifier: (loop: any EventLoop, writers: [NIOLoopBound<StreamHandOff>])] = [:]
+
+    mutating func add(_ waker: StreamWaker) {
+        switch waker {
+        case .loop(let loop, let writer): loops[ObjectIdentifier(loop), default: (loop, [])].writers.append(writer)
+        case .task(let bell): bell.yield()
+        }
+    }
+
+    /// One job on each loop, writing what its readers have.
+    func ring() {
+        for (loop, writers) in loops.values {
+            loop.execute { for writer in writers { writer.value.drain() } }
+        }
     }
 }

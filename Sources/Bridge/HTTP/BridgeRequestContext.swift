@@ -8,10 +8,13 @@ public struct BridgeRequestContext: RequestContext, RemoteAddressRequestContext 
     /// Completes when the client's connection closes: an event stream ends then, rather than
     /// at its next write (which may be a heartbeat away), and frees what it held at once.
     let connectionClosed: EventLoopFuture<Void>
+    /// The client's connection (an event stream hands it to its event loop's writer).
+    let channel: any Channel
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
         connectionClosed = source.channel.closeFuture
+        channel = source.channel
     }
 }

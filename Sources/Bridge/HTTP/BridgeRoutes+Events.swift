@@ -80,13 +80,21 @@ extension BridgeRoutes {
             stream.finish(with: SSEFrame.heartbeat)
             finish()
         }
+        let streams = registry.liveStreams
+        let channel = context.channel
         let body = ResponseBody { writer in
             do {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
+                // The connection's event loop writes the stream from here (``StreamHandOff``):
+                // this task, and the connection's, end. Shutdown reaches it through `liveStreams`.
+                if await Self.handOff(stream, on: channel, streams: streams) { return }
+                // No writer on the loop (a connection set up without one): this task writes.
+                let (rings, bell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+                stream.setWaker(.task(bell))
                 // On shutdown the stream is told, then ends (the HTTP server waits for open requests).
                 // Heartbeats come from the registry (or the public fan-out), like any other frame.
                 try await withGracefulShutdownHandler {
-                    for await _ in stream.rings {
+                    for await _ in rings {
                         // Everything buffered goes out in one write (coalesced frames); a prelude
                         // (replay, snapshot) goes out chunk by chunk, each write waiting for the
                         // consumer: backpressure, so a snapshot of any size arrives.
@@ -101,20 +109,28 @@ extension BridgeRoutes {
                         }
                     }
                 } onGracefulShutdown: {
-                    stream.finish(
-                        with: SSEFrame.encode(
-                            id: nil, event: "error",
-                            data: [
-                                "error": "shutting-down", "reason": "The bridge is shutting down; reconnect with Last-Event-ID"
-                            ]))
+                    stream.finish(with: LiveStreams.shuttingDown)
                 }
             } catch {
                 // The consumer went away; clean up below.
             }
+            stream.setWaker(nil)
             finish()
             try? await writer.finish(nil)
         }
         return Response(status: .ok, headers: Self.sseHeaders, body: body)
+    }
+
+    /// Gives `stream` to its connection's event loop (``StreamHandOff``), counted in `streams`
+    /// until the connection closes; `false` when the connection has no such writer or is gone.
+    static func handOff(_ stream: EventStream, on channel: any Channel, streams: LiveStreams) async -> Bool {
+        let adopted = try? await channel.eventLoop.submit {
+            guard let handler = try? channel.pipeline.syncOperations.handler(type: StreamHandOff.self) else { return false }
+            return handler.adopt(stream)
+        }.get()
+        guard adopted == true else { return false }
+        streams.add(stream, until: channel.closeFuture)
+        return true
     }
 
     /// `subscribe=<publication>&params=<JSON array>`, if given.

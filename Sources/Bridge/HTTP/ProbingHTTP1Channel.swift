@@ -1,19 +1,37 @@
+import HTTPTypes
+import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
 
-/// Hummingbird's HTTP/1.1 child channel with ``ProbeFastPath`` placed after its connection-state
-/// handler (the one that enforces the idle timeout). There, the requests the fast path answers
-/// and its answers pass through that handler as any others do, so a kept-alive connection that
-/// only probes (a load balancer's health check) is not taken for idle and closed; placed before
-/// it (as `additionalChannelHandlers` would), it was, after `--read-timeout`.
+/// Hummingbird's HTTP/1.1 child channel with the bridge's handlers added, and a request loop
+/// that can hand its connection to an event stream's writer.
+///
+/// ``ProbeFastPath`` goes after Hummingbird's connection-state handler (the one that enforces
+/// the idle timeout). There, the requests the fast path answers and its answers pass through
+/// that handler as any others do, so a kept-alive connection that only probes (a load
+/// balancer's health check) is not taken for idle and closed; placed before it (as
+/// `additionalChannelHandlers` would), it was, after `--read-timeout`.
+///
+/// The request loop is Hummingbird's (requests in order, each body read or skipped, `Connection:
+/// close` honoured, a parse error answered 400), with one difference: when a response hands its
+/// connection to an event stream's writer (``StreamHandOff``), the loop ends there without
+/// closing the connection, and the connection's task ends with it. An open stream holds no task.
 struct ProbingHTTP1Channel: ServerChildChannel {
+    struct Value: ServerChildChannelValue {
+        let parts: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
+        let takeOver: StreamTakeOver?
+        var channel: any Channel { parts.channel }
+    }
+
     let base: HTTP1Channel
     let admission: ConnectionAdmission
     let refused: @Sendable (ConnectionAdmission.Decision) -> Void
     let fastPath: @Sendable () -> ProbeFastPath
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // Counted before anything else is made for it; a refused connection is answered and
         // closed by a handler in front of everything (``RefusedConnection``).
         let address = channel.remoteAddress?.ipAddress ?? "unknown"
@@ -23,23 +41,133 @@ struct ProbingHTTP1Channel: ServerChildChannel {
         } else {
             refused(decision)
         }
-        return base.setup(channel: channel, logger: logger).flatMapThrowing { value in
+        return base.setup(channel: channel, logger: logger).flatMapThrowing { parts in
             let operations = channel.pipeline.syncOperations
             if decision != .admitted {
                 try operations.addHandler(RefusedConnection(decision), position: .first)
-                return value
+                return Value(parts: parts, takeOver: nil)
             }
             let connectionState = try operations.handler(type: HTTPConnectionStateHandler.self)
             let probes = fastPath()
             try operations.addHandler(probes, position: .after(connectionState))
             let hangUp = EventStreamHangUp()
             try operations.addHandler(hangUp, position: .after(probes))
-            try operations.addHandler(HTTP1Hygiene(), position: .after(hangUp))
-            return value
+            let hygiene = HTTP1Hygiene()
+            try operations.addHandler(hygiene, position: .after(hangUp))
+            let handOff = StreamHandOff()
+            try operations.addHandler(handOff, position: .after(hygiene))
+            return Value(parts: parts, takeOver: handOff.takeOver)
         }
     }
 
-    func handle(value: HTTP1Channel.Value, logger: Logger) async {
-        await base.handle(value: value, logger: logger)
+    func handle(value: Value, logger: Logger) async {
+        let channel = value.channel
+        let (inbound, outbound) = value.parts.unscopedParts
+        do {
+            try await withTaskCancellationHandler {
+                let requests = RequestParts(inbound.makeAsyncIterator())
+                do {
+                    // The first part of a request is its head.
+                    guard var head = try await requests.nextHead() else { return close(channel, outbound) }
+                    while true {
+                        let request = Request(head: head, body: RequestBody(asyncSequence: RequestParts.Body(parts: requests)))
+                        try await base.responder(request, ResponseWriter(outbound: outbound), channel)
+                        // An event stream's writer has the connection now: it stays open, this task
+                        // ends. (The writer is finished, not dropped: a dropped one traps in debug
+                        // builds; its half-closure is swallowed by ``StreamHandOff``.)
+                        if value.takeOver?.isTaken == true { return outbound.finish() }
+                        if request.headers[.connection] == "close" { break }
+                        // The rest of a body the route did not read, then the next request.
+                        try await requests.skipBody()
+                        guard let next = try await requests.nextHead() else { break }
+                        head = next
+                    }
+                } catch is HTTPParserError {
+                    logger.debug("HTTP parse error, closing connection")
+                    try await outbound.write(.head(.init(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])))
+                    try await outbound.write(.end(nil))
+                }
+                close(channel, outbound)
+            } onCancel: {
+                channel.close(mode: .input, promise: nil)
+            }
+        } catch {
+            // Reading or writing failed: the connection is gone or going.
+            logger.trace("Failed to read/write to Channel. Error: \(error)")
+            close(channel, outbound)
+        }
+        if value.takeOver?.isTaken != true { try? await channel.closeFuture.get() }
     }
+
+    private func close(_ channel: any Channel, _ outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>) {
+        outbound.finish()
+        channel.close(promise: nil)
+    }
+}
+
+/// One connection's request parts, read by one reader at a time: the request loop, or the
+/// route reading its request's body (while the loop waits for the route).
+final class RequestParts: @unchecked Sendable {
+    private var iterator: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator
+    /// The current request's `end` has been read (or there is no current request).
+    private var bodyDone = true
+
+    init(_ iterator: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator) { self.iterator = iterator }
+
+    /// The next request's head; `nil` at the end of the connection's input.
+    func nextHead() async throws -> HTTPRequest? {
+        guard let part = try await iterator.next() else { return nil }
+        guard case .head(let head) = part else { throw HTTPChannelPartError.unexpected }
+        bodyDone = false
+        return head
+    }
+
+    /// The current request's next body bytes; `nil` after its end.
+    func nextBody() async throws -> ByteBuffer? {
+        guard !bodyDone else { return nil }
+        switch try await iterator.next() {
+        case .body(let bytes): return bytes
+        case .end, .none:
+            bodyDone = true
+            return nil
+        case .head: throw HTTPChannelPartError.unexpected
+        }
+    }
+
+    func skipBody() async throws {
+        while try await nextBody() != nil {}
+    }
+
+    /// A request's body, as Hummingbird's `RequestBody` reads it.
+    struct Body: AsyncSequence, Sendable {
+        typealias Element = ByteBuffer
+        let parts: RequestParts
+
+        struct AsyncIterator: AsyncIteratorProtocol {
+            let parts: RequestParts
+            mutating func next() async throws -> ByteBuffer? { try await parts.nextBody() }
+        }
+
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(parts: parts) }
+    }
+}
+
+/// A request part out of order (a body where a head belongs, or a head inside a body).
+enum HTTPChannelPartError: Error { case unexpected }
+
+/// The async channel's inbound and outbound without `executeThenClose`, which closes the channel
+/// when its body returns and then waits for the close: a connection handed to an event
+/// stream's writer must stay open after its request task ends. The request loop closes the
+/// channel itself on every other way out.
+private protocol UnscopedParts {
+    associatedtype Inbound: Sendable
+    associatedtype Outbound: Sendable
+    var inbound: NIOAsyncChannelInboundStream<Inbound> { get }
+    var outbound: NIOAsyncChannelOutboundWriter<Outbound> { get }
+}
+
+extension NIOAsyncChannel: UnscopedParts {}
+
+extension UnscopedParts {
+    fileprivate var unscopedParts: (NIOAsyncChannelInboundStream<Inbound>, NIOAsyncChannelOutboundWriter<Outbound>) { (inbound, outbound) }
 }

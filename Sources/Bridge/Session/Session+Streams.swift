@@ -7,7 +7,9 @@ extension Session {
     /// calls this for all sessions: one task, rather than one per stream).
     func heartbeat() {
         let streams = state.withLock { Array($0.streams.values) }
-        for stream in streams { stream.enqueue(SSEFrame.heartbeat) }
+        var wakeups = Wakeups()
+        for stream in streams { stream.enqueue(SSEFrame.heartbeat, into: &wakeups) }
+        wakeups.ring()
     }
 
     /// Where a new stream starts.

@@ -151,9 +151,7 @@ public final class Session: Sendable {
         for action in actions {
             switch action {
             case .deliver(let events):
-                for event in events {
-                    for stream in state.streams.values { stream.deliver(event) }
-                }
+                deliver(events, to: state.streams)
             case .resumeConnectionWaiters(let error):
                 for waiter in state.connectionWaiters.values {
                     if let error { waiter.resume(throwing: error) } else { waiter.resume() }
@@ -174,11 +172,17 @@ public final class Session: Sendable {
     /// (Two steps on purpose: the actions are a local array before the streams are read, so
     /// Swift does not copy the state, and its event log, for the loop.)
     static func flush(_ state: inout State, now: ContinuousClock.Instant) {
-        for case .deliver(let events) in state.machine.flush(now: now) {
-            for event in events {
-                for stream in state.streams.values { stream.deliver(event) }
-            }
+        for case .deliver(let events) in state.machine.flush(now: now) { deliver(events, to: state.streams) }
+    }
+
+    /// Each event to each stream, in order; the writers woken are rung once, together (one job
+    /// per event loop).
+    private static func deliver(_ events: [SessionEvent], to streams: [Int: EventStream]) {
+        var wakeups = Wakeups()
+        for event in events {
+            for stream in streams.values { stream.deliver(event, into: &wakeups) }
         }
+        wakeups.ring()
     }
 
     // MARK: - Activity

@@ -49,6 +49,8 @@ public final class SessionRegistry: Service, Sendable {
     let configuration: BridgeConfiguration
     let logger: Logger
     let metrics: BridgeMetrics
+    /// Every event stream its connection's event loop writes (session and public ones alike).
+    let liveStreams = LiveStreams()
     /// Paces every session's reconnect attempts (one bucket for the process).
     let pacer: ReconnectPacer
     /// What every session's documents may take in all, and per address.
@@ -374,7 +376,11 @@ public final class SessionRegistry: Service, Sendable {
                 await endAll(reason: "the bridge is shutting down", stored: .keep)
                 group.cancelAll()
             }
+            // The streams written from event loops have had their last event; bounded, their
+            // connections close before the process goes.
+            await liveStreams.waitUntilClosed(within: configuration.shutdownGrace)
         } onGracefulShutdown: {
+            self.liveStreams.shutDown()
             self.state.withLock { $0.shuttingDown = true }
             self.starter.finish()
         }

@@ -1,0 +1,70 @@
+import DDP
+import DDPClient
+import NIOCore
+
+/// The event streams their connections' event loops write (``StreamHandOff``). No request task
+/// holds them (the HTTP server does not wait for them), so the bridge's shutdown reaches them
+/// here: each gets a last event and its connection closes after it.
+final class LiveStreams: Sendable {
+    private struct State {
+        var streams: [ObjectIdentifier: EventStream] = [:]
+        var closes: [ObjectIdentifier: EventLoopFuture<Void>] = [:]
+        var shuttingDown = false
+    }
+
+    /// The last event of a stream the bridge's shutdown ends.
+    static let shuttingDown = SSEFrame.encode(
+        id: nil, event: "error",
+        data: ["error": "shutting-down", "reason": "The bridge is shutting down; reconnect with Last-Event-ID"])
+
+    private let state = LockedState(State())
+
+    /// Counts `stream` until `closed` completes (its connection's close); ends it at once when
+    /// shutdown has begun.
+    func add(_ stream: EventStream, until closed: EventLoopFuture<Void>) {
+        let key = ObjectIdentifier(stream)
+        let late = state.withLock { state in
+            state.streams[key] = stream
+            state.closes[key] = closed
+            return state.shuttingDown
+        }
+        if late { stream.finish(with: Self.shuttingDown) }
+        closed.whenComplete { _ in
+            self.state.withLock { state in
+                state.streams[key] = nil
+                state.closes[key] = nil
+            }
+        }
+    }
+
+    var count: Int { state.withLock { $0.streams.count } }
+
+    /// Ends every stream with ``shuttingDown`` (and any stream added from now on).
+    func shutDown() {
+        let streams = state.withLock { state in
+            state.shuttingDown = true
+            return Array(state.streams.values)
+        }
+        for stream in streams { stream.finish(with: Self.shuttingDown) }
+    }
+
+    /// Waits until every stream's connection has closed (their last events written), or `limit`.
+    func waitUntilClosed(within limit: Duration) async {
+        let closes = state.withLock { Array($0.closes.values) }
+        guard let loop = closes.first?.eventLoop else { return }
+        let done = loop.makePromise(of: Void.self)
+        // The first of the two completes it.
+        let first = LockedState(true)
+        let complete: @Sendable () -> Void = {
+            let isFirst = first.withLock { first in
+                defer { first = false }
+                return first
+            }
+            if isFirst { done.succeed() }
+        }
+        EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { _ in complete() }
+        let timer = loop.scheduleDeadline(after: limit, complete)
+        _ = try? await done.futureResult.get()
+        timer.cancel()
+    }
+}

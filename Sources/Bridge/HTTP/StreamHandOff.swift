@@ -1,0 +1,160 @@
+import DDPClient
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTPTypes
+
+/// Whether an event stream has taken its connection over from the request loop; set on the
+/// connection's event loop, read by the connection's task once its response has returned.
+final class StreamTakeOver: Sendable {
+    private let taken = NIOLockedValueBox(false)
+
+    var isTaken: Bool { taken.withLockedValue { $0 } }
+
+    func take() { taken.withLockedValue { $0 = true } }
+}
+
+/// The event-loop writer of an event stream. Once the route has accepted a stream and written
+/// its head, it hands the stream here (``adopt(_:)``) and returns; from then on the connection
+/// belongs to this handler, on its channel's event loop, with no Swift task behind it:
+///
+/// - the stream's doorbell is a job on this loop: when frames arrive in its buffer (under the
+///   session's lock, on whatever thread delivered them), the loop writes them, as one write;
+/// - while the socket is not writable (the channel is past its high watermark) nothing is taken
+///   from the stream, so its frames wait in the stream's bounded buffer, and a reader that lets
+///   that overflow is cut with a last event (``EventStream``), as before; when the socket drains
+///   (`channelWritabilityChanged`), everything pending goes out in one write;
+/// - a prelude (a replay, a snapshot) is taken chunk by chunk, each only while the socket is
+///   writable: a snapshot of any size reaches a reader at its own pace;
+/// - it keeps reading the socket (and drops what it reads) so a hang-up is seen at once
+///   (``EventStreamHangUp`` closes then); the connection's close ends the stream
+///   (``BridgeRoutes/sseResponse``);
+/// - when the stream ends (its ending frame), the response is ended and the connection closed.
+///
+/// The request loop (``ProbingHTTP1Channel``) sees ``StreamTakeOver`` and ends its task without
+/// closing the connection; what the request loop's writer still sends (the response's end, the
+/// half-closure when the writer is dropped) is swallowed here. Placed last, before the
+/// `NIOAsyncChannel`'s handler. Used only on its channel's event loop.
+final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    let takeOver = StreamTakeOver()
+    private var context: ChannelHandlerContext?
+    private var stream: EventStream?
+    /// ``takeOver``'s value, read here without its lock.
+    private var taken = false
+    private var ended = false
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        release()
+        self.context = nil
+    }
+
+    /// Takes the connection over for `stream` (its head and first frames written already, by the
+    /// request loop's writer, whose writes reach the loop before this call does). `false` when
+    /// the connection is gone or taken already: the caller writes the stream itself then.
+    func adopt(_ stream: EventStream) -> Bool {
+        guard let context, !taken, context.channel.isActive else { return false }
+        self.stream = stream
+        taken = true
+        takeOver.take()
+        stream.setWaker(.loop(context.eventLoop, NIOLoopBound(self, eventLoop: context.eventLoop)))
+        context.read()
+        return true
+    }
+
+    /// Writes what the stream has, while the socket takes it; ends the response with the stream.
+    func drain() {
+        guard let context, let stream, !ended else { return }
+        var wrote = false
+        while context.channel.isWritable {
+            let (bytes, ending, more) = stream.take()
+            if let bytes {
+                context.write(wrapOutboundOut(.body(bytes)), promise: nil)
+                wrote = true
+            }
+            if let ending {
+                end(with: ending, context: context)
+                return
+            }
+            if !more { break }
+        }
+        if wrote { context.flush() }
+    }
+
+    /// How long a stream's last event may take to reach its reader before the connection
+    /// closes anyway (a reader cut for not reading may never take it).
+    static let lastEventDeadline: Duration = .seconds(10)
+
+    /// Writes the last event and the response's end, then closes: once they are written, or
+    /// after ``lastEventDeadline``.
+    private func end(with ending: [UInt8], context: ChannelHandlerContext) {
+        ended = true
+        release()
+        context.write(wrapOutboundOut(.body(ByteBuffer(bytes: ending))), promise: nil)
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+        let channel = context.channel
+        let timer = context.eventLoop.scheduleDeadline(after: Self.lastEventDeadline) { channel.close(promise: nil) }
+        written.futureResult.whenComplete { _ in
+            timer.cancel()
+            channel.close(promise: nil)
+        }
+    }
+
+    /// Drops the stream (and its doorbell, which holds this handler).
+    private func release() {
+        stream?.setWaker(nil)
+        stream = nil
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if stream != nil, context.channel.isWritable { drain() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // A stream's client has nothing more to say; what it sends is dropped.
+        guard stream == nil, !ended else { return }
+        context.fireChannelRead(data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard stream == nil, !ended else {
+            // The request loop no longer reads, so its handler no longer asks for reads: this
+            // one does, so the client's hang-up arrives.
+            context.read()
+            return
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        release()
+        context.fireChannelInactive()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        // The request loop's writer ends its response once it has handed the stream over; the
+        // stream's response ends when the stream does, here.
+        if taken, case .end = unwrapOutboundIn(data) {
+            promise?.succeed()
+            return
+        }
+        context.write(data, promise: promise)
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        // The request loop's writer, dropped when its task ends, half-closes the connection: not
+        // while the stream is written (a close of the whole channel still goes through).
+        if mode == .output, taken {
+            promise?.succeed()
+            return
+        }
+        context.close(mode: mode, promise: promise)
+    }
+}

@@ -1,0 +1,129 @@
+import HTTPTypes
+import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
+import Testing
+
+@testable import Bridge
+
+/// The event-loop writer of an event stream, on an `EmbeddedChannel`: what it writes, when the
+/// socket does and does not take it, what it swallows of the request loop's writer, and how a
+/// stream's end closes the connection.
+@Suite struct StreamHandOffTests {
+    typealias Parts = ChannelHandlerTests
+
+    static func frame(_ text: String) -> [UInt8] { Array("data: \(text)\n\n".utf8) }
+
+    static func bodies(_ parts: [HTTPResponsePart]) -> [String] {
+        parts.compactMap { part in
+            if case .body(let bytes) = part { return String(buffer: bytes) }
+            return nil
+        }
+    }
+
+    /// A channel whose stream the writer has taken over after its head was written.
+    static func withHandOff(
+        limit: Int = 1 << 20, _ body: (EmbeddedChannel, StreamHandOff, EventStream, ChannelHandlerTests.Recorder) throws -> Void
+    ) throws {
+        let handOff = StreamHandOff()
+        let stream = EventStream(filter: StreamFilter(), limit: limit)
+        try Parts.withChannel([handOff]) { channel, recorder in
+            try channel.writeOutbound(HTTPResponsePart.head(Parts.eventStream()))
+            #expect(handOff.adopt(stream))
+            #expect(handOff.takeOver.isTaken)
+            try body(channel, handOff, stream, recorder)
+        }
+    }
+
+    @Test func framesAreWrittenByTheLoopAsOneWritePerWakeUp() throws {
+        try Self.withHandOff { channel, _, stream, _ in
+            #expect(try Self.bodies(Parts.written(channel)) == [])
+            var wakeups = Wakeups()
+            stream.enqueue(Self.frame("1"), into: &wakeups)
+            stream.enqueue(Self.frame("2"), into: &wakeups)
+            #expect(try Parts.written(channel).isEmpty, "nothing is written before the wake-up runs on the loop")
+            wakeups.ring()
+            channel.embeddedEventLoop.run()
+            let parts = try Parts.written(channel)
+            #expect(Self.bodies(parts) == ["data: 1\n\ndata: 2\n\n"], "\(parts)")
+        }
+    }
+
+    @Test func aSocketThatIsNotWritableGetsItsBacklogInOneWriteWhenItDrains() throws {
+        try Self.withHandOff { channel, _, stream, _ in
+            _ = try Parts.written(channel)
+            channel.isWritable = false
+            for n in 1...3 { stream.enqueue(Self.frame("\(n)")) }
+            channel.embeddedEventLoop.run()
+            #expect(try Parts.written(channel).isEmpty, "written while the socket was past its high watermark")
+            channel.isWritable = true
+            channel.pipeline.fireChannelWritabilityChanged()
+            #expect(try Self.bodies(Parts.written(channel)) == ["data: 1\n\ndata: 2\n\ndata: 3\n\n"])
+        }
+    }
+
+    @Test func aReaderThatFallsTooFarBehindIsCutWithALastEventAndClosed() throws {
+        try Self.withHandOff(limit: 64) { channel, _, stream, _ in
+            _ = try Parts.written(channel)
+            channel.isWritable = false
+            for n in 1...10 { stream.enqueue(Self.frame("event number \(n)")) }
+            channel.embeddedEventLoop.run()
+            #expect(channel.isActive, "cut before the socket took its last event")
+            channel.isWritable = true
+            channel.pipeline.fireChannelWritabilityChanged()
+            let parts = try Parts.written(channel)
+            let text = Self.bodies(parts).joined()
+            #expect(text.contains("slow-consumer"), "\(text)")
+            #expect(!text.contains("event number"), "the backlog was written, not dropped")
+            #expect(parts.last.map { if case .end = $0 { true } else { false } } == true, "the response was not ended")
+            channel.embeddedEventLoop.run()
+            #expect(!channel.isActive, "the connection stayed open after the stream ended")
+        }
+    }
+
+    @Test func theRequestLoopsEndAndHalfCloseAreSwallowedAndItsReadsDropped() throws {
+        try Self.withHandOff { channel, _, stream, recorder in
+            _ = try Parts.written(channel)
+            // What the request loop's writer sends once the route has handed the stream over.
+            try channel.writeOutbound(HTTPResponsePart.end(nil))
+            let halfClose = channel.embeddedEventLoop.makePromise(of: Void.self)
+            channel.close(mode: .output, promise: halfClose)
+            #expect(try Parts.written(channel).isEmpty, "the response was ended under the stream")
+            #expect(channel.isActive)
+            // A client has nothing more to say on a stream: it does not reach the router.
+            try Parts.deliver(Parts.parts(Parts.request(.get, "/v1/session")), to: channel)
+            #expect(recorder.parts.isEmpty)
+            // The stream goes on.
+            stream.enqueue(Self.frame("after"))
+            channel.embeddedEventLoop.run()
+            #expect(try Self.bodies(Parts.written(channel)) == ["data: after\n\n"])
+        }
+    }
+
+    @Test func theStreamsEndEndsTheResponseAndClosesTheConnection() throws {
+        try Self.withHandOff { channel, _, stream, _ in
+            _ = try Parts.written(channel)
+            stream.finish(with: Self.frame("bye"))
+            channel.embeddedEventLoop.run()
+            let parts = try Parts.written(channel)
+            #expect(Self.bodies(parts) == ["data: bye\n\n"])
+            #expect(parts.count == 2, "the last event then the end: \(parts)")
+            channel.embeddedEventLoop.run()
+            #expect(!channel.isActive)
+        }
+    }
+
+    @Test func aConnectionIsTakenOverOnceAndNotWhenClosed() throws {
+        try Self.withHandOff { channel, handOff, _, _ in
+            _ = try Parts.written(channel)
+            #expect(!handOff.adopt(EventStream(filter: StreamFilter(), limit: 1024)), "a second stream took the same connection")
+        }
+        let handOff = StreamHandOff()
+        try Parts.withChannel([handOff]) { channel, _ in
+            channel.close(promise: nil)
+            channel.embeddedEventLoop.run()
+            #expect(!handOff.adopt(EventStream(filter: StreamFilter(), limit: 1024)), "a closed connection was taken over")
+            #expect(!handOff.takeOver.isTaken)
+        }
+    }
+}
