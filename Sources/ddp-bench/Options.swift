@@ -23,6 +23,8 @@ struct BenchOptions {
           --load-same-priority    run the load generator at the bridge's priority (default: nice 10)
           --public-readers N      readers of one public publication in the public part, and of nchan's
                                   channel in the nchan part (default: 10000)
+          --public-changes N      changes the public part's aggregate run publishes (default: 3000;
+                                  1 leaves the readers idle, for a memory profile)
           --replot                write results.md and plot.svg again from results.json, nothing else
           -h, --help              this text
 
@@ -51,6 +53,7 @@ struct BenchOptions {
     var loadBoundMiB: Int?
     var loadSamePriority = false
     var publicReaders: Int?
+    var publicChanges: Int?
 
     init(_ arguments: [String]) throws(Invalid) {
         var rest = arguments[...]
@@ -86,6 +89,7 @@ struct BenchOptions {
             case "--load-rate": loadRate = try count(argument, 100_000)
             case "--load-bound-mib": loadBoundMiB = try count(argument, 1 << 20)
             case "--public-readers": publicReaders = try count(argument, 19_000)
+            case "--public-changes": publicChanges = try count(argument, 1_000_000)
             default: throw Invalid(description: "unknown option '\(argument)'")
             }
         }

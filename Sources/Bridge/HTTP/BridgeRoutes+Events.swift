@@ -124,10 +124,7 @@ extension BridgeRoutes {
     /// Gives `stream` to its connection's event loop (``StreamHandOff``), counted in `streams`
     /// until the connection closes; `false` when the connection has no such writer or is gone.
     static func handOff(_ stream: EventStream, on channel: any Channel, streams: LiveStreams) async -> Bool {
-        let adopted = try? await channel.eventLoop.submit {
-            guard let handler = try? channel.pipeline.syncOperations.handler(type: StreamHandOff.self) else { return false }
-            return handler.adopt(stream)
-        }.get()
+        let adopted = try? await channel.eventLoop.submit { StreamAnchor.install(stream, on: channel) }.get()
         guard adopted == true else { return false }
         streams.add(stream, until: channel.closeFuture)
         return true

@@ -54,9 +54,10 @@ struct ProbingHTTP1Channel: ServerChildChannel {
             try operations.addHandler(hangUp, position: .after(probes))
             let hygiene = HTTP1Hygiene()
             try operations.addHandler(hygiene, position: .after(hangUp))
-            let handOff = StreamHandOff()
-            try operations.addHandler(handOff, position: .after(hygiene))
-            return Value(parts: parts, takeOver: handOff.takeOver)
+            // An event stream's writer goes after the anchor (``StreamAnchor/install(_:on:)``).
+            let anchor = StreamAnchor(takeOver: StreamTakeOver())
+            try operations.addHandler(anchor, position: .after(hygiene))
+            return Value(parts: parts, takeOver: anchor.takeOver)
         }
     }
 
@@ -70,7 +71,7 @@ struct ProbingHTTP1Channel: ServerChildChannel {
                     // The first part of a request is its head.
                     guard var head = try await requests.nextHead() else { return close(channel, outbound) }
                     while true {
-                        let request = Request(head: head, body: RequestBody(asyncSequence: RequestParts.Body(parts: requests)))
+                        let request = Request(head: head, body: requests.body(of: head))
                         try await base.responder(request, ResponseWriter(outbound: outbound), channel)
                         // An event stream's writer has the connection now: it stays open, this task
                         // ends. (The writer is finished, not dropped: a dropped one traps in debug
@@ -133,6 +134,16 @@ final class RequestParts: @unchecked Sendable {
         case .head: throw HTTPChannelPartError.unexpected
         }
     }
+
+    /// The body of the request `head` starts: empty when its head announces none (neither
+    /// `Content-Length` nor `Transfer-Encoding`: HTTP/1.1 requests without them have no body), so
+    /// most requests make no body sequence.
+    func body(of head: HTTPRequest) -> RequestBody {
+        if head.headerFields[.contentLength] == nil, head.headerFields[.transferEncoding] == nil { return RequestBody(buffer: Self.empty) }
+        return RequestBody(asyncSequence: Body(parts: self))
+    }
+
+    private static let empty = ByteBuffer()
 
     func skipBody() async throws {
         while try await nextBody() != nil {}

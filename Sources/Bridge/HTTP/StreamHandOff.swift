@@ -1,16 +1,38 @@
 import DDPClient
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTPTypes
+import Synchronization
 
 /// Whether an event stream has taken its connection over from the request loop; set on the
-/// connection's event loop, read by the connection's task once its response has returned.
+/// connection's event loop, read by the connection's task once each response has returned.
 final class StreamTakeOver: Sendable {
-    private let taken = NIOLockedValueBox(false)
+    private let taken = Atomic(false)
 
-    var isTaken: Bool { taken.withLockedValue { $0 } }
+    var isTaken: Bool { taken.load(ordering: .acquiring) }
 
-    func take() { taken.withLockedValue { $0 = true } }
+    func take() { taken.store(true, ordering: .releasing) }
+}
+
+/// Where an event stream's writer goes in a connection's pipeline, and the connection's
+/// ``StreamTakeOver``. Inbound only, passing everything on (NIO has no handler of neither
+/// direction), so a response of a request that is not a stream never passes through it.
+final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    let takeOver: StreamTakeOver
+
+    init(takeOver: StreamTakeOver) { self.takeOver = takeOver }
+
+    /// Puts `stream`'s writer after this anchor and hands it the connection; `false` when the
+    /// connection is gone or has a stream already. On the channel's event loop.
+    static func install(_ stream: EventStream, on channel: any Channel) -> Bool {
+        let operations = channel.pipeline.syncOperations
+        guard let anchor = try? operations.handler(type: StreamAnchor.self), !anchor.takeOver.isTaken else { return false }
+        let writer = StreamHandOff(takeOver: anchor.takeOver)
+        do { try operations.addHandler(writer, position: .after(anchor)) } catch { return false }
+        return writer.adopt(stream)
+    }
 }
 
 /// The event-loop writer of an event stream. Once the route has accepted a stream and written
@@ -32,7 +54,8 @@ final class StreamTakeOver: Sendable {
 ///
 /// The request loop (``ProbingHTTP1Channel``) sees ``StreamTakeOver`` and ends its task without
 /// closing the connection; what the request loop's writer still sends (the response's end, the
-/// half-closure when the writer is dropped) is swallowed here. Placed last, before the
+/// half-closure when the writer is finished) is swallowed here. Added to the pipeline when a
+/// stream takes the connection (other requests never pass through it), last, before the
 /// `NIOAsyncChannel`'s handler. Used only on its channel's event loop.
 final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
@@ -40,12 +63,14 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    let takeOver = StreamTakeOver()
+    let takeOver: StreamTakeOver
     private var context: ChannelHandlerContext?
     private var stream: EventStream?
     /// ``takeOver``'s value, read here without its lock.
     private var taken = false
     private var ended = false
+
+    init(takeOver: StreamTakeOver = StreamTakeOver()) { self.takeOver = takeOver }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
