@@ -10,6 +10,8 @@ enum PublicBench {
         let readers: Int
         let openSeconds: Double
         let kibPerReader: Double
+        /// A kept-alive HTTP connection that made one ordinary request (no stream), for comparison.
+        let kibPerIdleConnection: Double
         /// Counted at the in-process DDP server: what the readers cost the Meteor app.
         let upstreamConnections: Int
         let upstreamSubscriptions: Int
@@ -61,6 +63,14 @@ enum PublicBench {
         let openSeconds = (ContinuousClock.now - openStart).seconds
         try await Task.sleep(for: .milliseconds(500))
         let rssAfter = bridge.rssKiB
+        // What part of a reader is its connection: as many kept-alive connections that made one
+        // ordinary request (measured after the readers, so their memory is not reused here).
+        let plainCount = min(readers, 2_000)
+        var plain = ReaderCrowd(first: try await SSEConsumer.open(port: bridge.port, "/v1/public/publications", token: "", counting: "-"))
+        try await plain.grow(to: plainCount, port: bridge.port, path: "/v1/public/publications", counting: "-", sampleEvery: plainCount + 1)
+        try await Task.sleep(for: .milliseconds(500))
+        let kibPerIdleConnection = Double(bridge.rssKiB - rssAfter) / Double(plainCount)
+        plain.close()
         let connections = await upstream.core.connectionCount - connectionsBefore
         let subscriptions = await upstream.core.subscriptionCount(named: "ticker")
         guard ContinuousClock.now < tickerStarts else {
@@ -72,6 +82,7 @@ enum PublicBench {
         let delivery = crowd.delivery(since: tickerStarts)
         return Result(
             readers: readers, openSeconds: openSeconds, kibPerReader: Double(rssAfter - rssBefore) / Double(max(readers - 1, 1)),
+            kibPerIdleConnection: kibPerIdleConnection,
             upstreamConnections: connections, upstreamSubscriptions: subscriptions, events: delivery.events,
             deliverySeconds: delivery.seconds, everyReaderGotEverything: delivery.everyReaderGotEverything, latencies: delivery.latencies,
             eventDataBytes: delivery.dataBytes)

@@ -294,6 +294,10 @@ await part("public") {
     figures.append(Figure("public", "memory per idle public reader", result.kibPerReader, "KiB", note: "RSS growth over \(readers - 1) readers"))
     figures.append(
         Figure(
+            "public", "memory per idle kept-alive connection (no stream)", result.kibPerIdleConnection, "KiB",
+            note: "RSS growth over \(min(readers, 2_000)) connections that made one ordinary request"))
+    figures.append(
+        Figure(
             "public", "upstream connections for all readers", Double(result.upstreamConnections), "connections",
             note: "\(result.upstreamSubscriptions) upstream subscription(s), counted at the DDP server"))
     figures.append(
