@@ -1,6 +1,7 @@
 import Bridge
 import DDP
 import Foundation
+import NIOCore
 
 /// Micro-benchmarks of the hot paths, each against a baseline measured in the same process:
 /// EJSON parse + DDP decode and serialize (against Foundation's JSON), cache apply, selector
@@ -76,7 +77,7 @@ enum Micro {
         // SSE encoding: a change's event, its payload built and framed.
         let change = DocumentChange.changed(collection: "tasks", id: "task-a1", fields: ["done": true], cleared: [], previous: ["done": false])
         let sse = rate(perCall: 100) {
-            for i in 0..<100 { sink &+= SessionEvent.document(change, document: nil, id: UInt64(i)).frame.count }
+            for i in 0..<100 { sink &+= SessionEvent.document(change, document: nil, id: UInt64(i)).frame.readableBytes }
         }
         figures.append(Figure("micro", "SSE event encode (changed)", sse, "events/s"))
         if sink == 42 { print("") }

@@ -1,4 +1,5 @@
 import DDP
+import NIOCore
 import Testing
 
 @testable import Bridge
@@ -140,7 +141,7 @@ import Testing
     @Test func snapshotFramesAreWhatTheClientReads() {
         var prelude = Session.snapshot(
             [("tasks", "a1", ["title": "x", "n": 1]), ("tasks", "~7", [:])], id: 9, reason: "resume-too-old")
-        let frames = prelude.next(budget: .max)?.map { String(decoding: $0, as: UTF8.self) }
+        let frames = prelude.next(budget: .max)?.map { String(buffer: $0) }
         #expect(
             frames == [
                 "event: reset\ndata: {\"reason\":\"resume-too-old\"}\n\n",
@@ -224,7 +225,7 @@ struct Consumer {
             lastID = event.id
             guard let id = event.documentID else { continue }
             // What a client reads: the frame's `data:` line (replayed events keep no payload tree).
-            let text = String(decoding: event.frame, as: UTF8.self)
+            let text = String(buffer: event.frame)
             let data = text.split(separator: "\n").first { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) } ?? "null"
             let payload = (try? EJSONParser.parse(data)) ?? .null
             switch event.kind {

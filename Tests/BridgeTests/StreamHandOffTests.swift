@@ -12,7 +12,7 @@ import Testing
 @Suite struct StreamHandOffTests {
     typealias Parts = ChannelHandlerTests
 
-    static func frame(_ text: String) -> [UInt8] { Array("data: \(text)\n\n".utf8) }
+    static func frame(_ text: String) -> ByteBuffer { ByteBuffer(string: "data: \(text)\n\n") }
 
     static func bodies(_ parts: [HTTPResponsePart]) -> [String] {
         parts.compactMap { part in
@@ -47,6 +47,19 @@ import Testing
             let parts = try Parts.written(channel)
             #expect(Self.bodies(parts) == ["data: 1\n\ndata: 2\n\n"], "\(parts)")
         }
+    }
+
+    /// A reader that keeps up writes the event's own buffer (shared by every stream), not a copy.
+    @Test func aLoneFrameIsWrittenAsTheSharedBufferItself() throws {
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        let frame = Self.frame("shared")
+        stream.enqueue(frame)
+        let taken = try #require(stream.take().bytes)
+        let address = { (buffer: ByteBuffer) in buffer.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) } }
+        #expect(address(taken) == address(frame), "the frame was copied")
+        stream.enqueue(Self.frame("1"))
+        stream.enqueue(Self.frame("2"))
+        #expect(stream.take().bytes.map { String(buffer: $0) } == "data: 1\n\ndata: 2\n\n", "several frames go out as one write")
     }
 
     @Test func aSocketThatIsNotWritableGetsItsBacklogInOneWriteWhenItDrains() throws {
@@ -103,7 +116,7 @@ import Testing
     @Test func theStreamsEndEndsTheResponseAndClosesTheConnection() throws {
         try Self.withHandOff { channel, _, stream, _ in
             _ = try Parts.written(channel)
-            stream.finish(with: Self.frame("bye"))
+            stream.finish(with: Array("data: bye\n\n".utf8))
             channel.embeddedEventLoop.run()
             let parts = try Parts.written(channel)
             #expect(Self.bodies(parts) == ["data: bye\n\n"])

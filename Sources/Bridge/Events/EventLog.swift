@@ -1,4 +1,5 @@
 import DDP
+import NIOCore
 
 /// The last events of a session, with monotonic ids, bounded in count and in bytes: what a
 /// stream that reconnects with `Last-Event-ID` is replayed from. An event's cost estimates the
@@ -38,7 +39,7 @@ public struct EventLog: Sendable {
     public var lastID: UInt64 { nextID - 1 }
     public var count: Int { events.count - head }
 
-    static func cost(_ event: SessionEvent) -> Int { 128 + event.frame.count + 48 * (event.document?.count ?? 0) }
+    static func cost(_ event: SessionEvent) -> Int { 128 + event.frame.readableBytes + 48 * (event.document?.count ?? 0) }
 
     /// Appends an event made with the next id, dropping the oldest ones past the limits.
     @discardableResult

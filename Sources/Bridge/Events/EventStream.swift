@@ -37,7 +37,7 @@ public struct StreamFilter: Sendable {
 /// the buffer overflow is cut off with a final event; memory never grows past the bound.
 final class EventStream: Sendable {
     struct State: Sendable {
-        var frames: [[UInt8]] = []
+        var frames: [ByteBuffer] = []
         var bytes = 0
         var dropped = 0
         /// The last frame to write before closing (overflow, session ended).
@@ -65,23 +65,23 @@ final class EventStream: Sendable {
     /// The first frames of a stream, produced as the writer asks for them: a snapshot of any
     /// size reaches a consumer that keeps reading, however slowly, with memory for one chunk.
     struct Prelude: Sendable {
-        var head: [[UInt8]]
+        var head: [ByteBuffer]
         var documents: ArraySlice<(collection: String, id: String, document: EJSONObject)>
-        var tail: [[UInt8]]
+        var tail: [ByteBuffer]
 
         /// Up to about `budget` bytes of frames, in order; `nil` when nothing is left.
-        mutating func next(budget: Int) -> [[UInt8]]? {
-            var out: [[UInt8]] = []
+        mutating func next(budget: Int) -> [ByteBuffer]? {
+            var out: [ByteBuffer] = []
             var bytes = 0
             if !head.isEmpty {
                 out = head
-                bytes = head.reduce(0) { $0 + $1.count }
+                bytes = head.reduce(0) { $0 + $1.readableBytes }
                 head = []
             }
             while bytes < budget, let doc = documents.popFirst() {
                 let (kind, payload) = SessionEvent.documentPayload(.added(collection: doc.collection, id: doc.id, fields: doc.document))
-                let frame = SSEFrame.encode(id: nil, event: kind.rawValue, data: payload)
-                bytes += frame.count
+                let frame = ByteBuffer(bytes: SSEFrame.encode(id: nil, event: kind.rawValue, data: payload))
+                bytes += frame.readableBytes
                 out.append(frame)
             }
             if documents.isEmpty, bytes < budget, !tail.isEmpty {
@@ -131,7 +131,7 @@ final class EventStream: Sendable {
             return
         }
         let inside = event.document.map { selector.matches(DocumentQuery.withID(id, $0)) } ?? false
-        let frame: [UInt8]? = state.withLock { state in
+        let frame: ByteBuffer? = state.withLock { state in
             let wasInside = state.matching.contains(id)
             switch (wasInside, inside) {
             case (false, true):
@@ -164,7 +164,7 @@ final class EventStream: Sendable {
 
     /// Adds one frame and wakes the writer if it sleeps; past the limit the buffer is dropped and
     /// the stream ends with a reason.
-    func enqueue(_ frame: [UInt8]) {
+    func enqueue(_ frame: ByteBuffer) {
         var wakeups = Wakeups()
         enqueue(frame, into: &wakeups)
         wakeups.ring()
@@ -172,20 +172,20 @@ final class EventStream: Sendable {
 
     /// Adds one frame (the fan-out path: no array per event and stream); the writer's wake-up,
     /// if due, joins `wakeups`.
-    func enqueue(_ frame: [UInt8], into wakeups: inout Wakeups) {
+    func enqueue(_ frame: ByteBuffer, into wakeups: inout Wakeups) {
         if let waker = state.withLock({ state in Self.append(frame, to: &state, limit: limit) ? state.ring() : nil }) { wakeups.add(waker) }
     }
 
     /// Appends under the lock; whether the writer must be woken (the buffer was empty: a
     /// non-empty buffer has a ring pending already, and the writer takes everything).
-    private static func append(_ frame: [UInt8], to state: inout State, limit: Int) -> Bool {
+    private static func append(_ frame: ByteBuffer, to state: inout State, limit: Int) -> Bool {
         guard state.ending == nil else {
             state.dropped += 1
             return false
         }
         let wasEmpty = state.frames.isEmpty
         state.frames.append(frame)
-        state.bytes += frame.count
+        state.bytes += frame.readableBytes
         if state.bytes > limit {
             state.dropped += state.frames.count
             state.frames = []
@@ -210,10 +210,12 @@ final class EventStream: Sendable {
     }
 
     /// What the writer sends next: a chunk of the prelude while there is one, else the buffered
-    /// live frames (swapped out under the lock, copied once into one buffer outside it), and the
-    /// ending if the stream is over. `more`: call again without waiting for the bell.
+    /// live frames (swapped out under the lock), and the ending if the stream is over. One frame
+    /// is the shared buffer itself (no copy: the common case of a reader keeping up); several are
+    /// copied, outside the lock, into one buffer (one write, one chunk). `more`: call again
+    /// without waiting for a wake-up.
     func take() -> (bytes: ByteBuffer?, ending: [UInt8]?, more: Bool) {
-        let (frames, ending, dropped, more) = state.withLock { state -> ([[UInt8]], [UInt8]?, Int, Bool) in
+        let (frames, ending, dropped, more) = state.withLock { state -> ([ByteBuffer], [UInt8]?, Int, Bool) in
             if state.ending == nil, state.prelude != nil {
                 if let chunk = state.prelude!.next(budget: Self.preludeChunk) { return (chunk, nil, 0, true) }
                 state.prelude = nil
@@ -226,9 +228,10 @@ final class EventStream: Sendable {
         }
         if !frames.isEmpty { counters?.delivered.increment(by: frames.count) }
         if dropped > 0 { counters?.dropped.increment(by: dropped) }
-        guard !frames.isEmpty else { return (nil, ending, more) }
-        var buffer = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.count })
-        for frame in frames { buffer.writeBytes(frame) }
+        guard let first = frames.first else { return (nil, ending, more) }
+        guard frames.count > 1 else { return (first, ending, more) }
+        var buffer = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.readableBytes })
+        for var frame in frames { buffer.writeBuffer(&frame) }
         return (buffer, ending, more)
     }
 }

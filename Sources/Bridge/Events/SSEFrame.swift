@@ -1,4 +1,5 @@
 public import DDP
+public import NIOCore
 
 /// The Server-Sent Events wire format.
 public enum SSEFrame {
@@ -21,6 +22,8 @@ public enum SSEFrame {
 
     /// A comment line: heartbeats that keep proxies from closing idle streams.
     public static let heartbeat: [UInt8] = Array(": ping\n\n".utf8)
+    /// ``heartbeat`` in the one buffer every stream writes.
+    static let heartbeatBuffer = ByteBuffer(bytes: heartbeat)
 
     /// The reconnection delay hint, sent first.
     public static func retry(milliseconds: Int) -> [UInt8] { Array("retry: \(milliseconds)\n\n".utf8) }

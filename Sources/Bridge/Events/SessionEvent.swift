@@ -1,4 +1,5 @@
 public import DDP
+public import NIOCore
 
 /// One event of a session's stream, encoded once as a Server-Sent Events frame and shared
 /// by every stream that delivers it.
@@ -15,8 +16,9 @@ public struct SessionEvent: Sendable {
     public let document: EJSONObject?
     /// The `data:` payload.
     public let payload: EJSON
-    /// `id: …\nevent: …\ndata: …\n\n`.
-    public let frame: [UInt8]
+    /// `id: …\nevent: …\ndata: …\n\n`, in a buffer every stream writes as it is (NIO buffers
+    /// are shared by reference: 10,000 readers of a change write the same bytes).
+    public let frame: ByteBuffer
 
     public init(id: UInt64, kind: Kind, payload: EJSON, collection: String? = nil, documentID: String? = nil, document: EJSONObject? = nil) {
         self.id = id
@@ -25,7 +27,7 @@ public struct SessionEvent: Sendable {
         self.collection = collection
         self.documentID = documentID
         self.document = document
-        self.frame = SSEFrame.encode(id: id, event: kind.rawValue, data: payload)
+        self.frame = ByteBuffer(bytes: SSEFrame.encode(id: id, event: kind.rawValue, data: payload))
     }
 
     private init(_ event: SessionEvent, payload: EJSON) {

@@ -1,6 +1,7 @@
 import DDP
 import DDPClient
 import HTTPTypes
+import NIOCore
 
 extension Session {
     /// A comment line to every open stream, so proxies keep idle streams open (the registry
@@ -8,7 +9,7 @@ extension Session {
     func heartbeat() {
         let streams = state.withLock { Array($0.streams.values) }
         var wakeups = Wakeups()
-        for stream in streams { stream.enqueue(SSEFrame.heartbeat, into: &wakeups) }
+        for stream in streams { stream.enqueue(SSEFrame.heartbeatBuffer, into: &wakeups) }
         wakeups.ring()
     }
 
@@ -54,7 +55,7 @@ extension Session {
                     prelude = Self.snapshot(matching, id: lastID, reason: "A snapshot follows")
                 case .resume(let after):
                     if let replay {
-                        var frames: [[UInt8]] = []
+                        var frames: [ByteBuffer] = []
                         for event in replay {
                             if let c = event.collection, let id = event.documentID, !stream.filter.admits(collection: c, id: id) { continue }
                             frames.append(event.frame)
@@ -112,9 +113,9 @@ extension Session {
     /// `Last-Event-ID`, so it gets the reset and the whole snapshot again.
     static func snapshot(_ documents: [(collection: String, id: String, document: EJSONObject)], id: UInt64, reason: String) -> EventStream.Prelude {
         EventStream.Prelude(
-            head: [SSEFrame.encode(id: nil, event: "reset", data: ["reason": .string(reason)])],
+            head: [ByteBuffer(bytes: SSEFrame.encode(id: nil, event: "reset", data: ["reason": .string(reason)]))],
             documents: documents[...],
-            tail: [SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)])])
+            tail: [ByteBuffer(bytes: SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)]))])
     }
 }
 
