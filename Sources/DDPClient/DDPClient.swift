@@ -15,9 +15,9 @@ import WSCore
 /// happens to its ``DDPClientEventSink``, synchronously, on this actor and in order (no buffer
 /// between the connection and its owner; the sink's protocol states the contract).
 ///
-/// Every attempt's channel is made on the client's own event loop, where each call's deadline
-/// runs too; the heartbeat tick is a repeated timer on another loop of the group (measured: see
-/// `transportOpened`). A tick, a deadline that fires or a cancellation enters the actor through
+/// Every attempt's channel is made on the client's own event loop; the heartbeat tick is a
+/// repeated timer, and each call's deadline a timer, on loops of the group taken in turn
+/// (measured: see `transportOpened` and `timer`). A tick, a deadline that fires or a cancellation enters the actor through
 /// a task. (The actor itself stays on the cooperative pool:
 /// run on its loop, it measured 0.39× the ingest and 0.12× the public fan-out, because its
 /// messages arrive in swift-websocket's reader task on the pool and every one then crossed
@@ -295,7 +295,8 @@ public actor DDPClient {
 
     /// One NIO scheduled task per deadline (``NIOCore/EventLoop/scheduleDeadline(after:_:)``);
     /// only when it fires does `body` enter the actor (through a task). Like the tick, on a loop
-    /// of the group taken in turn rather than the channel's own (EXPERIMENT: A/B of method calls).
+    /// of the group taken in turn rather than the channel's own: the tick measured much worse on
+    /// the channel's loop; a call's deadline measured the same on either (docs/PERFORMANCE.md).
     private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> Scheduled<Void>? {
         timeout.map { delay in
             MultiThreadedEventLoopGroup.singleton.any().scheduleDeadline(after: delay) { Task { await self.runIsolated(body) } }
