@@ -277,6 +277,21 @@ import Testing
         }
     }
 
+    /// A stream's end is its connection's (the connection's event loop writes the stream, and no
+    /// request loop is left to go on with): the last event, the response's end, then the close.
+    @Test func aStreamsEndEndsItsResponseAndClosesItsConnection() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            let raw = try await RawConnection.open(port: try #require(h.client.port))
+            try await raw.send("GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
+            #expect(try await raw.waitUntilReceived("retry:", count: 1, within: .seconds(5)) == 1)
+            #expect(try await h.request(.delete, "/v1/session", token: token).status == .noContent)
+            #expect(try await raw.waitUntilReceived("session-ended", count: 1, within: .seconds(5)) == 1)
+            #expect(try await raw.waitUntilClosed(within: .seconds(5)), "the connection stayed open after its stream ended")
+            #expect(await raw.received.hasSuffix("\r\n0\r\n\r\n"), "the chunked response was not ended before the close")
+        }
+    }
+
     /// Heavy (60,000 documents): run on its own by the test command (`DDP_BRIDGE_HEAVY_TESTS=1`),
     /// so its load does not disturb the timing of tests running beside it.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["DDP_BRIDGE_HEAVY_TESTS"] != nil))
