@@ -94,6 +94,22 @@ import Testing
         }
     }
 
+    /// A reader cut while it reads nothing at all (its socket never takes its last event) does
+    /// not hold its connection: it closes after ``StreamHandOff/lastEventDeadline``.
+    @Test func aReaderCutWhileItReadsNothingIsClosedAfterTheDeadline() throws {
+        try Self.withHandOff(limit: 64) { channel, _, stream, _ in
+            _ = try Parts.written(channel)
+            channel.isWritable = false
+            for n in 1...10 { stream.enqueue(Self.frame("event number \(n)")) }
+            channel.embeddedEventLoop.run()
+            #expect(channel.isActive)
+            channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+            #expect(channel.isActive, "closed before the deadline")
+            channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+            #expect(!channel.isActive, "a reader that takes nothing held its connection past the deadline")
+        }
+    }
+
     @Test func theRequestLoopsEndAndHalfCloseAreSwallowedAndItsReadsDropped() throws {
         try Self.withHandOff { channel, _, stream, recorder in
             _ = try Parts.written(channel)

@@ -201,6 +201,9 @@ final class EventStream: Sendable {
         return wasEmpty
     }
 
+    /// Whether the stream has its last frame (cut, or ended): nothing more will be added.
+    var hasEnded: Bool { state.withLock { $0.ending != nil } }
+
     /// Ends the stream after what is buffered, with a last frame.
     func finish(with frame: [UInt8]) {
         state.withLock { state in

@@ -66,7 +66,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     let takeOver: StreamTakeOver
     private var context: ChannelHandlerContext?
     private var stream: EventStream?
-    /// ``takeOver``'s value, read here without its lock.
+    /// ``takeOver``'s value, kept here too (read on every write, without an atomic load).
     private var taken = false
     private var ended = false
 
@@ -95,6 +95,9 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     /// Writes what the stream has, while the socket takes it; ends the response with the stream.
     func drain() {
         guard let context, let stream, !ended else { return }
+        // A reader cut while its socket takes nothing (it stopped reading) may never take its
+        // last event: its connection closes after ``lastEventDeadline`` all the same.
+        if !context.channel.isWritable, stream.hasEnded { closeLater(context.channel) }
         var wrote = false
         while context.channel.isWritable {
             let (bytes, ending, more) = stream.take()
@@ -124,11 +127,16 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         let written = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
         let channel = context.channel
-        let timer = context.eventLoop.scheduleDeadline(after: Self.lastEventDeadline) { channel.close(promise: nil) }
-        written.futureResult.whenComplete { _ in
-            timer.cancel()
-            channel.close(promise: nil)
-        }
+        closeLater(channel)
+        written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    /// The connection's close after ``lastEventDeadline``, armed once.
+    private var closeTimer: Scheduled<Void>?
+
+    private func closeLater(_ channel: any Channel) {
+        guard closeTimer == nil else { return }
+        closeTimer = channel.eventLoop.scheduleDeadline(after: Self.lastEventDeadline) { channel.close(promise: nil) }
     }
 
     /// Drops the stream (and its doorbell, which holds this handler).
@@ -159,6 +167,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closeTimer?.cancel()
         release()
         context.fireChannelInactive()
     }
@@ -174,7 +183,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        // The request loop's writer, dropped when its task ends, half-closes the connection: not
+        // The request loop's writer, finished as its task ends, half-closes the connection: not
         // while the stream is written (a close of the whole channel still goes through).
         if mode == .output, taken {
             promise?.succeed()
