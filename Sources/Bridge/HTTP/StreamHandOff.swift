@@ -31,7 +31,13 @@ final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
         guard let anchor = try? operations.handler(type: StreamAnchor.self), !anchor.takeOver.isTaken else { return false }
         let writer = StreamHandOff(takeOver: anchor.takeOver)
         do { try operations.addHandler(writer, position: .after(anchor)) } catch { return false }
-        return writer.adopt(stream)
+        guard writer.adopt(stream) else { return false }
+        // What only requests need goes: an idle reader holds less (the probe fast path, the
+        // upgrade hygiene, this anchor). The hang-up watch and Hummingbird's handlers stay.
+        if let probes = try? operations.handler(type: ProbeFastPath.self) { operations.removeHandler(probes, promise: nil) }
+        if let hygiene = try? operations.handler(type: HTTP1Hygiene.self) { operations.removeHandler(hygiene, promise: nil) }
+        operations.removeHandler(anchor, promise: nil)
+        return true
     }
 }
 
