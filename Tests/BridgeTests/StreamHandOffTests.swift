@@ -35,6 +35,14 @@ import Testing
         }
     }
 
+    /// Frames queued while the socket takes nothing (past its high watermark), the loop having run.
+    static func queueWhileNotWritable(_ texts: [String], _ channel: EmbeddedChannel, _ stream: EventStream) throws {
+        _ = try Parts.written(channel)
+        channel.isWritable = false
+        for text in texts { stream.enqueue(frame(text)) }
+        channel.embeddedEventLoop.run()
+    }
+
     @Test func framesAreWrittenByTheLoopAsOneWritePerWakeUp() throws {
         try Self.withHandOff { channel, _, stream, _ in
             #expect(try Self.bodies(Parts.written(channel)) == [])
@@ -64,10 +72,7 @@ import Testing
 
     @Test func aSocketThatIsNotWritableGetsItsBacklogInOneWriteWhenItDrains() throws {
         try Self.withHandOff { channel, _, stream, _ in
-            _ = try Parts.written(channel)
-            channel.isWritable = false
-            for n in 1...3 { stream.enqueue(Self.frame("\(n)")) }
-            channel.embeddedEventLoop.run()
+            try Self.queueWhileNotWritable((1...3).map { "\($0)" }, channel, stream)
             #expect(try Parts.written(channel).isEmpty, "written while the socket was past its high watermark")
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
@@ -77,10 +82,7 @@ import Testing
 
     @Test func aReaderThatFallsTooFarBehindIsCutWithALastEventAndClosed() throws {
         try Self.withHandOff(limit: 64) { channel, _, stream, _ in
-            _ = try Parts.written(channel)
-            channel.isWritable = false
-            for n in 1...10 { stream.enqueue(Self.frame("event number \(n)")) }
-            channel.embeddedEventLoop.run()
+            try Self.queueWhileNotWritable((1...10).map { "event number \($0)" }, channel, stream)
             #expect(channel.isActive, "cut before the socket took its last event")
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
@@ -98,10 +100,7 @@ import Testing
     /// not hold its connection: it closes after ``StreamHandOff/lastEventDeadline``.
     @Test func aReaderCutWhileItReadsNothingIsClosedAfterTheDeadline() throws {
         try Self.withHandOff(limit: 64) { channel, _, stream, _ in
-            _ = try Parts.written(channel)
-            channel.isWritable = false
-            for n in 1...10 { stream.enqueue(Self.frame("event number \(n)")) }
-            channel.embeddedEventLoop.run()
+            try Self.queueWhileNotWritable((1...10).map { "event number \($0)" }, channel, stream)
             #expect(channel.isActive)
             channel.embeddedEventLoop.advanceTime(by: .seconds(9))
             #expect(channel.isActive, "closed before the deadline")
