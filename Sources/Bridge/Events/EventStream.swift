@@ -247,9 +247,10 @@ enum StreamWaker: Sendable {
     case task(AsyncStream<Void>.Continuation)
 
     func ring() {
-        var wakeups = Wakeups()
-        wakeups.add(self)
-        wakeups.ring()
+        switch self {
+        case .loop(let loop, let writer): loop.execute { writer.value.drain() }
+        case .task(let bell): bell.yield()
+        }
     }
 }
 

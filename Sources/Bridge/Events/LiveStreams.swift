@@ -7,8 +7,8 @@ import NIOCore
 /// here: each gets a last event and its connection closes after it.
 final class LiveStreams: Sendable {
     private struct State {
-        var streams: [ObjectIdentifier: EventStream] = [:]
-        var closes: [ObjectIdentifier: EventLoopFuture<Void>] = [:]
+        /// Each stream with its connection's close.
+        var streams: [ObjectIdentifier: (stream: EventStream, closed: EventLoopFuture<Void>)] = [:]
         var shuttingDown = false
     }
 
@@ -24,47 +24,31 @@ final class LiveStreams: Sendable {
     func add(_ stream: EventStream, until closed: EventLoopFuture<Void>) {
         let key = ObjectIdentifier(stream)
         let late = state.withLock { state in
-            state.streams[key] = stream
-            state.closes[key] = closed
+            state.streams[key] = (stream, closed)
             return state.shuttingDown
         }
         if late { stream.finish(with: Self.shuttingDown) }
-        closed.whenComplete { _ in
-            self.state.withLock { state in
-                state.streams[key] = nil
-                state.closes[key] = nil
-            }
-        }
+        closed.whenComplete { _ in self.state.withLock { $0.streams[key] = nil } }
     }
-
-    var count: Int { state.withLock { $0.streams.count } }
 
     /// Ends every stream with ``shuttingDown`` (and any stream added from now on).
     func shutDown() {
         let streams = state.withLock { state in
             state.shuttingDown = true
-            return Array(state.streams.values)
+            return state.streams.values.map(\.stream)
         }
         for stream in streams { stream.finish(with: Self.shuttingDown) }
     }
 
     /// Waits until every stream's connection has closed (their last events written), or `limit`.
     func waitUntilClosed(within limit: Duration) async {
-        let closes = state.withLock { Array($0.closes.values) }
+        let closes = state.withLock { $0.streams.values.map(\.closed) }
         guard let loop = closes.first?.eventLoop else { return }
-        let done = loop.makePromise(of: Void.self)
-        // The first of the two completes it.
-        let first = LockedState(true)
-        let complete: @Sendable () -> Void = {
-            let isFirst = first.withLock { first in
-                defer { first = false }
-                return first
-            }
-            if isFirst { done.succeed() }
-        }
-        EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { _ in complete() }
-        let timer = loop.scheduleDeadline(after: limit, complete)
-        _ = try? await done.futureResult.get()
+        // Whichever comes first: every close, or the deadline.
+        let done = OneShot<Bool>()
+        EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { _ in done.resolve(true) }
+        let timer = loop.scheduleDeadline(after: limit) { done.resolve(false) }
+        _ = await done.value
         timer.cancel()
     }
 }
