@@ -18,11 +18,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.0"),
-        // Pinned to its minor version: the upstream's channel (Sources/DDPClient/Transport/UpstreamChannel.swift)
-        // drives swift-websocket's handler through `@_spi(WSInternal)` to give the TCP, TLS and upgrade one
-        // deadline, which its public client lacks. SPI may change in any release; a new minor version is
-        // taken on purpose, with that file read again (docs/ARCHITECTURE.md, "The upstream WebSocket").
-        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", .upToNextMinor(from: "1.6.0")),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.0"),
+        // zlib for permessage-deflate on the upstream (the same library swift-websocket's compression uses).
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.29.0"),
@@ -56,7 +54,7 @@ let package = Package(
                 "DDP",
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "WSCore", package: "swift-websocket"),
-                .product(name: "WSCompression", package: "swift-websocket"),
+                .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -228,8 +226,11 @@ let package = Package(
                 "DDPClient",
                 "DDPServer",
                 "FaultKit",
+                .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "WSCore", package: "swift-websocket"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log")

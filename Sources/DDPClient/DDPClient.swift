@@ -6,8 +6,6 @@ import NIOPosix
 import NIOSSL
 import NIOWebSocket
 import WSClient
-import WSCompression
-import WSCore
 
 /// A DDP client connection over a WebSocket: the I/O shell around
 /// ``DDP/DDPConnectionStateMachine``. It lives as long as ``run()``: connects, reconnects
@@ -15,13 +13,12 @@ import WSCore
 /// happens to its ``DDPClientEventSink``, synchronously, on this actor and in order (no buffer
 /// between the connection and its owner; the sink's protocol states the contract).
 ///
-/// Every attempt's channel is made on the client's own event loop; the heartbeat tick is a
-/// repeated timer, and each call's deadline a timer, on loops of the group taken in turn
-/// (measured: see `transportOpened` and `timer`). A tick, a deadline that fires or a cancellation enters the actor through
-/// a task. (The actor itself stays on the cooperative pool:
-/// run on its loop, it measured 0.39× the ingest and 0.12× the public fan-out, because its
-/// messages arrive in swift-websocket's reader task on the pool and every one then crossed
-/// threads twice; docs/ARCHITECTURE.md, "Waiting without polling".)
+/// The client runs on its event loop: the loop is the actor's executor, and every attempt's
+/// channel is made on it. The WebSocket is a channel handler (``UpstreamFrameHandler``) that
+/// hands each message to the actor on the loop, and the actor writes each message to the
+/// channel, with no task and no hop between them. The heartbeat tick is a repeated timer, each
+/// deadline a timer, on the same loop; they, and a caller's cancellation, run on the actor with
+/// no task (docs/ARCHITECTURE.md, "The upstream WebSocket").
 ///
 /// Every wait has a deadline and ends when its caller is cancelled: calls and subscriptions
 /// wait on continuations that a reply, a timer (one NIO scheduled task, no child tasks) or
@@ -55,7 +52,8 @@ public actor DDPClient {
     private let logger: Logger
     private let sink: any DDPClientEventSink
     private var machine: DDPConnectionStateMachine
-    private var outbox: AsyncStream<Outgoing>.Continuation?
+    /// The open WebSocket's channel: each message sent is one write to it, on this loop.
+    private var transport: (any Channel)?
     private var methodWaiters: [String: MethodWaiter] = [:]
     private var readyWaiters: [String: [ReadyWaiter]] = [:]
     private var nextWaiter = 0
@@ -72,10 +70,8 @@ public actor DDPClient {
     private var ticker: RepeatedTask?
     public private(set) var state: ConnectionState = .idle
 
-    enum Outgoing: Sendable {
-        case frame(String)
-        case close
-    }
+    /// The actor runs on its event loop (see the type's description).
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { eventLoop.executor.asUnownedSerialExecutor() }
 
     public init(
         options: DDPClientOptions, logger: Logger, events sink: any DDPClientEventSink = DiscardingEventSink(),
@@ -135,7 +131,7 @@ public actor DDPClient {
                 perform(machine.reconnectTimerFired())
             }
         } onCancel: {
-            Task { await self.interrupt() }
+            onLoop { $0.interrupt() }
         }
         if !closed { close(reason: "stopped") }
     }
@@ -149,7 +145,6 @@ public actor DDPClient {
 
     /// Wakes a pause and cuts the attempt in progress (close, cancellation).
     private func interrupt() {
-        outbox?.yield(.close)
         attempt?.close()
         wake()
     }
@@ -169,14 +164,6 @@ public actor DDPClient {
     }
 
     private func connectOnce() async {
-        var configuration = WebSocketClientConfiguration(
-            maxFrameSize: options.maxMessageSize,
-            additionalHeaders: options.handshakeHeaders,
-            closeTimeout: .seconds(2)
-        )
-        if options.compression {
-            configuration.extensions = [WebSocketExtensionFactory.perMessageDeflate(maxDecompressedFrameSize: options.maxMessageSize).build()]
-        }
         let maxSize = options.maxMessageSize
         let handle = ChannelHandle()
         attempt = handle
@@ -185,41 +172,14 @@ public actor DDPClient {
             let address = try UpstreamAddress(options.url)
             let sslContext = try makeTLSConfiguration(address).map { try NIOSSLContext(configuration: $0) }
             let channel = UpstreamChannel(
-                target: address, configuration: configuration, sslContext: sslContext,
-                handshakeTimeout: options.protocolConfiguration.connectTimeout, handle: handle
-            ) { inbound, outbound, _ in
-                let outgoing = await self.transportOpened()
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for await item in outgoing {
-                            switch item {
-                            case .frame(let text): try await outbound.write(.text(text))
-                            case .close:
-                                try? await outbound.close(.normalClosure, reason: nil)
-                                throw CancellationError()
-                            }
-                        }
-                    }
-                    group.addTask {
-                        var assembler = MessageAssembler(maxSize: maxSize)
-                        do {
-                            for try await frame in inbound {
-                                if let message = try assembler.add(frame) { await self.receive(Self.decode(message)) }
-                            }
-                        } catch NIOWebSocketError.invalidFrameLength {
-                            // One frame over the limit (NIO's decoder holds frames to it).
-                            throw UpstreamTransportError.messageTooLarge(limit: maxSize)
-                        }
-                        throw CancellationError()
-                    }
-                    _ = try await group.next()
-                    group.cancelAll()
-                }
-            }
+                target: address, headers: options.handshakeHeaders, compression: options.compression, maxMessageSize: maxSize,
+                sslContext: sslContext, handshakeTimeout: options.protocolConfiguration.connectTimeout, handle: handle, client: self
+            )
             if closed { handle.close() }
-            _ = try await ClientConnection(
+            let failure = try await ClientConnection(
                 channel, address: .hostname(address.host, port: address.port), eventLoopGroup: eventLoop, logger: logger
             ).run()
+            if let failure { throw failure }
         } catch is CancellationError {
         } catch {
             if case UpstreamTransportError.messageTooLarge = error {
@@ -232,8 +192,7 @@ public actor DDPClient {
         attempt = nil
         ticker?.cancel()
         ticker = nil
-        outbox?.finish()
-        outbox = nil
+        transport = nil
         perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), cause: cause))
     }
 
@@ -249,37 +208,26 @@ public actor DDPClient {
         min(.seconds(1), min(configuration.heartbeatInterval, configuration.heartbeatTimeout, configuration.connectTimeout) / 4)
     }
 
-    private func transportOpened() -> AsyncStream<Outgoing> {
-        let (stream, continuation) = AsyncStream<Outgoing>.makeStream()
-        outbox = continuation
-        // Heartbeats and deadlines: a NIO repeated timer while the transport is open, not a task.
-        let tick = max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration))
-        // A NIO repeated timer while the transport is open; each tick enters the actor through a
-        // task. Not on this client's own loop (its channel's): there it measured 0.54× the
-        // delivery to 100 consumers of one session in alternating runs of the same harness, and
-        // on another loop of the group the same as before (docs/ARCHITECTURE.md). One shared round
-        // for every connection measured 0.55× too, and was taken back.
+    /// The WebSocket is open (called by its channel, on this loop, before any message arrives).
+    func transportOpened(_ channel: any Channel) {
+        transport = channel
+        // Heartbeats and deadlines: a NIO repeated timer on this loop while the transport is open.
+        let tick = TimeAmount(max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration)))
         ticker?.cancel()
-        let amount = TimeAmount(tick)
-        ticker = MultiThreadedEventLoopGroup.singleton.any().scheduleRepeatedTask(initialDelay: amount, delay: amount) { [weak self] _ in
-            guard let self else { return }
-            Task { await self.tick() }
+        ticker = eventLoop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [weak self] _ in
+            self?.assumeIsolated { $0.tick() }
         }
-        if closed { continuation.yield(.close) }
+        if closed { attempt?.close() }
         perform(machine.transportOpened(at: .now))
-        return stream
     }
 
     private func tick() { perform(machine.tick(at: .now)) }
 
-    /// Decoding runs in the connection's task, outside the actor (a text or a binary message alike).
-    private nonisolated static func decode(_ message: ByteBuffer) -> Result<ServerMessage?, any Error> {
-        Result {
+    /// One whole message from the WebSocket (called by its channel, on this loop).
+    func transportReceived(_ message: ByteBuffer) {
+        let decoded = Result {
             try message.withUnsafeReadableBytes { try ServerMessage.decode(EJSONParser.parse($0.bindMemory(to: UInt8.self))) }
         }
-    }
-
-    private func receive(_ decoded: Result<ServerMessage?, any Error>) {
         switch decoded {
         case .success(let message?):
             logger.trace("received", metadata: ["ddp.msg": "\(message.loggable)"])
@@ -293,17 +241,16 @@ public actor DDPClient {
 
     // MARK: - Timers
 
-    /// One NIO scheduled task per deadline (``NIOCore/EventLoop/scheduleDeadline(after:_:)``);
-    /// only when it fires does `body` enter the actor (through a task). Like the tick, on a loop
-    /// of the group taken in turn rather than the channel's own: the tick measured much worse on
-    /// the channel's loop; a call's deadline measured the same on either (docs/PERFORMANCE.md).
+    /// One NIO scheduled task per deadline (``NIOCore/EventLoop/scheduleDeadline(after:_:)``) on
+    /// this client's loop; when it fires, `body` runs on the actor there, with no task.
     private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> Scheduled<Void>? {
-        timeout.map { delay in
-            MultiThreadedEventLoopGroup.singleton.any().scheduleDeadline(after: delay) { Task { await self.runIsolated(body) } }
-        }
+        timeout.map { delay in eventLoop.scheduleDeadline(after: delay) { self.assumeIsolated(body) } }
     }
 
-    private func runIsolated(_ body: @Sendable (isolated DDPClient) -> Void) { body(self) }
+    /// Runs `body` on the actor from outside it (a cancellation handler), as one job of the loop.
+    private nonisolated func onLoop(_ body: @escaping @Sendable (isolated DDPClient) -> Void) {
+        eventLoop.execute { self.assumeIsolated(body) }
+    }
 
     // MARK: - Calls
 
@@ -353,7 +300,7 @@ public actor DDPClient {
                 perform(actions)
             }
         } onCancel: {
-            Task { await self.endMethod(id, DDPClientError.cancelled) }
+            onLoop { $0.endMethod(id, DDPClientError.cancelled) }
         }
     }
 
@@ -417,7 +364,7 @@ public actor DDPClient {
                 perform(actions)
             }
         } onCancel: {
-            Task { await self.failReadyWaiter(id, number: number, DDPClientError.cancelled) }
+            onLoop { $0.failReadyWaiter(id, number: number, DDPClientError.cancelled) }
         }
     }
 
@@ -447,9 +394,8 @@ public actor DDPClient {
                 break  // run() opens the next transport
             case .send(let message):
                 logger.trace("sending", metadata: ["ddp.msg": "\(message.loggable)"])
-                outbox?.yield(.frame(String(decoding: message.encode(), as: UTF8.self)))
+                transport?.writeAndFlush(ByteBuffer(bytes: message.encode()), promise: nil)
             case .closeTransport:
-                outbox?.yield(.close)
                 attempt?.close()
             case .scheduleReconnect(let delay):
                 reconnectDelay = delay

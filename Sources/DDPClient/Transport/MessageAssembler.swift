@@ -11,10 +11,6 @@ struct MessageAssembler {
     init(maxSize: Int) { self.maxSize = maxSize }
 
     /// The whole message once its last frame arrives; `nil` while more frames are due.
-    mutating func add(_ frame: WebSocketDataFrame) throws(UpstreamTransportError) -> ByteBuffer? {
-        try add(frame.opcode, frame.data, fin: frame.fin)
-    }
-
     mutating func add(_ opcode: WebSocketDataFrame.Opcode, _ data: ByteBuffer, fin: Bool) throws(UpstreamTransportError) -> ByteBuffer? {
         var data = data
         switch opcode {

@@ -7,32 +7,34 @@ import NIOHTTP1
 import NIOSSL
 import NIOWebSocket
 import WSClient
-@_spi(WSInternal) import WSCore
 
 /// The WebSocket client channel of one upstream connection attempt: TCP, TLS and the HTTP
-/// upgrade under one deadline. `WSClient`'s own channel has no deadline for the upgrade (an
-/// upstream that accepts TCP and never answers would hold the attempt, and its socket,
-/// forever), so the bridge sets the pipeline up itself and closes the channel when the
-/// deadline passes or when its owner gives up (``ChannelHandle/close()``).
+/// upgrade under one deadline, then ``UpstreamFrameHandler`` on the connection's event loop.
+/// `WSClient`'s own channel has no deadline for the upgrade (an upstream that accepts TCP and
+/// never answers would hold the attempt, and its socket, forever), so the bridge sets the
+/// pipeline up itself and closes the channel when the deadline passes or when its owner gives
+/// up (``ChannelHandle/close()``). `WSClient` is used for its connection bootstrap only.
+///
+/// The channel is made on the client's loop, which is the client's executor: the handler hands
+/// each message to the client, and the client writes each message to the channel, with no hop.
 struct UpstreamChannel: ClientConnectionChannel {
     enum Upgrade: Sendable {
-        case websocket(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, [any WebSocketExtension])
+        /// Upgraded; completed when the connection ends, with the violation that ended it, if any.
+        case websocket(EventLoopFuture<UpstreamTransportError?>)
         case declined
     }
 
-    struct Context: WebSocketContext {
-        let logger: Logger
-    }
-
     typealias Value = EventLoopFuture<Upgrade>
-    typealias Result = WebSocketCloseFrame?
+    typealias Result = UpstreamTransportError?
 
     let target: UpstreamAddress
-    let configuration: WebSocketClientConfiguration
+    let headers: HTTPFields
+    let compression: Bool
+    let maxMessageSize: Int
     let sslContext: NIOSSLContext?
     let handshakeTimeout: Duration
     let handle: ChannelHandle
-    let handler: WebSocketDataHandler<Context>
+    let client: DDPClient
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         handle.attach(channel)
@@ -45,41 +47,53 @@ struct UpstreamChannel: ClientConnectionChannel {
                 let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: target.isIPAddress ? nil : target.host)
                 try channel.pipeline.syncOperations.addHandler(tls, position: .first)
             }
-            let upgrade = try configureUpgrade(channel: channel, logger: logger)
+            let upgrade = try configureUpgrade(channel: channel)
             upgrade.whenComplete { _ in deadline.cancel() }
+            // Only once the upgrade has finished does NIO's upgrade handler let writes through
+            // (the client's first write is `connect`); frames that came with the answer are
+            // handed on after this, to the frame handler already in place.
+            upgrade.whenSuccess { [client] upgrade in
+                if case .websocket = upgrade { client.assumeIsolated { $0.transportOpened(channel) } }
+            }
             return upgrade
         }
     }
 
-    private func configureUpgrade(channel: any Channel, logger: Logger) throws -> EventLoopFuture<Upgrade> {
-        let extensionBuilders = configuration.extensions
+    private func configureUpgrade(channel: any Channel) throws -> EventLoopFuture<Upgrade> {
+        let (client, maxSize) = (self.client, maxMessageSize)
         let upgrader = NIOTypedWebSocketClientUpgrader<Upgrade>(
             // NIO's precondition: a frame limit fits in 32 bits.
-            maxFrameSize: min(max(configuration.maxFrameSize, 1), Int(UInt32.max)),
-            // Protocol errors (an oversized frame) reach the reader as errors, so the owner learns the cause.
+            maxFrameSize: min(max(maxSize, 1), Int(UInt32.max)),
+            // Protocol errors (an oversized frame) reach the frame handler, which knows the cause.
             enableAutomaticErrorHandling: false,
             upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
-                    let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
-                    var fields = HTTPFields()
-                    for header in head.headers {
-                        if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+                    // The client's executor is this loop: the handler calls it here, with no hop.
+                    guard channel.eventLoop === client.eventLoop else {
+                        throw UpstreamTransportError.protocolViolation("the connection is not on the client's event loop")
                     }
-                    return .websocket(asyncChannel, try extensionBuilders.buildClientExtensions(from: fields))
+                    var answer = HTTPFields()
+                    for header in head.headers {
+                        if let name = HTTPField.Name(header.name) { answer.append(HTTPField(name: name, value: header.value)) }
+                    }
+                    let reader = try UpstreamFrameReader(maxSize: maxSize, deflate: DeflateAgreement.agreed(in: answer))
+                    let ended = channel.eventLoop.makePromise(of: UpstreamTransportError?.self)
+                    let handler = UpstreamFrameHandler(reader: reader, ended: ended) { message in
+                        client.assumeIsolated { $0.transportReceived(message) }
+                    }
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    return .websocket(ended.futureResult)
                 }
             }
         )
-        var headers = HTTPHeaders()
-        headers.add(name: "Host", value: target.hostHeader)
-        headers.add(name: "Origin", value: target.origin)
-        for field in configuration.additionalHeaders { headers.add(name: field.name.rawName, value: field.value) }
-        for builder in extensionBuilders {
-            let offer = builder.clientRequestHeader()
-            if !offer.isEmpty { headers.add(name: "Sec-WebSocket-Extensions", value: offer) }
-        }
-        let request = HTTPRequestHead(version: .http1_1, method: .GET, uri: target.path, headers: headers)
+        var request = HTTPHeaders()
+        request.add(name: "Host", value: target.hostHeader)
+        request.add(name: "Origin", value: target.origin)
+        for field in headers { request.add(name: field.name.rawName, value: field.value) }
+        if compression { request.add(name: "Sec-WebSocket-Extensions", value: DeflateAgreement.offer) }
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target.path, headers: request)
         let upgradeConfiguration = NIOTypedHTTPClientUpgradeConfiguration<Upgrade>(
-            upgradeRequestHead: request,
+            upgradeRequestHead: head,
             upgraders: [upgrader],
             notUpgradingCompletionHandler: { channel in channel.eventLoop.makeSucceededFuture(.declined) }
         )
@@ -88,20 +102,10 @@ struct UpstreamChannel: ClientConnectionChannel {
         return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
     }
 
-    func handle(value: Value, logger: Logger) async throws -> WebSocketCloseFrame? {
+    func handle(value: Value, logger: Logger) async throws -> UpstreamTransportError? {
         switch try await value.get() {
-        case .declined:
-            throw UpstreamTransportError.upgradeDeclined
-        case .websocket(let channel, let extensions):
-            return try await WebSocketHandler.handle(
-                type: .client,
-                configuration: .init(
-                    extensions: extensions, autoPing: .disabled, closeTimeout: configuration.closeTimeout,
-                    validateUTF8: configuration.validateUTF8, maxFrameSize: configuration.maxFrameSize),
-                asyncChannel: channel,
-                context: Context(logger: logger),
-                handler: handler
-            )
+        case .declined: throw UpstreamTransportError.upgradeDeclined
+        case .websocket(let ended): try await ended.get()
         }
     }
 }
@@ -119,6 +123,7 @@ final class ChannelHandle: Sendable {
         if closeNow { channel.close(promise: nil) }
     }
 
+    /// Closes the channel: with the close handshake if the WebSocket is open (``UpstreamFrameHandler``).
     func close() {
         let channel = state.withLockedValue { state -> (any Channel)? in
             state.closed = true

@@ -1,0 +1,123 @@
+import NIOCore
+import NIOWebSocket
+
+/// The upstream WebSocket's data path, a handler on the connection's event loop (no task):
+/// frames in through ``UpstreamFrameReader``, each whole message handed to `received` on the
+/// loop; DDP messages out as masked text frames (a client's frames are masked, RFC 6455 §5.3);
+/// pings answered; a close answered and the connection closed. Closing the channel while the
+/// WebSocket is open is the close handshake: a close frame goes out, and the channel closes
+/// when the upstream's close frame comes back, or after `closeTimeout` (a TLS connection closed
+/// before the peer's answer waits for the peer's `close_notify`).
+///
+/// `ended` is completed when the WebSocket ends (the channel closing, or gone): with the
+/// violation that ended it, if one did. Its owner does not wait for the socket's last bytes
+/// (NIOSSL waits up to 5 s for a peer's `close_notify` before the channel goes).
+final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = WebSocketFrame
+
+    private var reader: UpstreamFrameReader
+    private let received: (ByteBuffer) -> Void
+    private let ended: EventLoopPromise<UpstreamTransportError?>
+    private var failure: UpstreamTransportError?
+    private let closeTimeout: TimeAmount
+    private var closeSent = false
+    /// The close of the channel asked for while the handshake runs, and its deadline.
+    private var closing: (promise: EventLoopPromise<Void>?, deadline: Scheduled<Void>)?
+    private var finished = false
+
+    init(
+        reader: UpstreamFrameReader, closeTimeout: Duration = .seconds(2), ended: EventLoopPromise<UpstreamTransportError?>,
+        received: @escaping (ByteBuffer) -> Void
+    ) {
+        self.reader = reader
+        self.closeTimeout = TimeAmount(closeTimeout)
+        self.ended = ended
+        self.received = received
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard failure == nil else { return }
+        do {
+            switch try reader.read(unwrapInboundIn(data)) {
+            case .none:
+                break
+            case .message(let message):
+                received(message)
+            case .pong(let payload):
+                context.writeAndFlush(wrapOutboundOut(Self.frame(.pong, payload)), promise: nil)
+            case .close:
+                sendClose(.normalClosure, context: context)
+                closeNow(context: context)
+            }
+        } catch {
+            fail(error, context: context)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        switch error as? NIOWebSocketError {
+        // One frame over the limit (NIO's decoder holds frames to it).
+        case .invalidFrameLength?: fail(.messageTooLarge(limit: reader.maxSize), context: context)
+        case let error?: fail(.protocolViolation("\(error)"), context: context)
+        // The socket's own errors (a reset) close it; the cause is not the upstream's protocol.
+        case nil: closeNow(context: context)
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        context.write(wrapOutboundOut(Self.frame(.text, unwrapOutboundIn(data))), promise: promise)
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        guard mode == .all, !closeSent, closing == nil, context.channel.isActive else {
+            return context.close(mode: mode, promise: promise)
+        }
+        sendClose(.normalClosure, context: context)
+        let deadline = context.eventLoop.assumeIsolated().scheduleTask(in: closeTimeout) { self.closeNow(context: context) }
+        closing = (promise, deadline)
+    }
+
+    /// Closes the channel, completing a close asked for earlier.
+    private func closeNow(context: ChannelHandlerContext) {
+        let pending = closing
+        closing = nil
+        pending?.deadline.cancel()
+        context.close(mode: .all, promise: pending?.promise)
+        finish()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { finish() }
+
+    private func fail(_ error: UpstreamTransportError, context: ChannelHandlerContext) {
+        guard failure == nil else { return }
+        failure = error
+        let code: WebSocketErrorCode = if case .messageTooLarge = error { .messageTooLarge } else { .protocolError }
+        sendClose(code, context: context)
+        closeNow(context: context)
+    }
+
+    private func sendClose(_ code: WebSocketErrorCode, context: ChannelHandlerContext) {
+        guard !closeSent, context.channel.isActive else { return }
+        closeSent = true
+        var payload = context.channel.allocator.buffer(capacity: 2)
+        payload.write(webSocketErrorCode: code)
+        context.writeAndFlush(wrapOutboundOut(Self.frame(.connectionClose, payload)), promise: nil)
+    }
+
+    private func finish() {
+        guard !finished else { return }
+        finished = true
+        ended.succeed(failure)
+    }
+
+    private static func frame(_ opcode: WebSocketOpcode, _ data: ByteBuffer) -> WebSocketFrame {
+        WebSocketFrame(fin: true, opcode: opcode, maskKey: .random(), data: data)
+    }
+}

@@ -1,0 +1,218 @@
+import CompressNIO
+import HTTPTypes
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+
+@testable import DDPClient
+
+/// The upstream WebSocket's receiving side without a socket (``UpstreamFrameReader``), and its
+/// shell on an `EmbeddedChannel` (``UpstreamFrameHandler``): messages, pings, the close
+/// handshake, violations, and `permessage-deflate`.
+@Suite struct UpstreamFrameTests {
+    static func frame(_ opcode: WebSocketOpcode, _ text: String, fin: Bool = true, rsv1: Bool = false) -> WebSocketFrame {
+        WebSocketFrame(fin: fin, rsv1: rsv1, opcode: opcode, data: ByteBuffer(string: text))
+    }
+
+    static func frame(_ opcode: WebSocketOpcode, bytes: ByteBuffer, fin: Bool = true, rsv1: Bool = false) -> WebSocketFrame {
+        WebSocketFrame(fin: fin, rsv1: rsv1, opcode: opcode, data: bytes)
+    }
+
+    /// One message compressed as a `permessage-deflate` sender does: a sync flush, without the
+    /// last four bytes (RFC 7692 §7.2.1). The compressor carries its context to the next message.
+    static func deflate(_ text: String, with compressor: ZlibCompressor) throws -> ByteBuffer {
+        var input = ByteBuffer(string: text)
+        let output = try input.compressStream(with: compressor, flush: .sync, allocator: ByteBufferAllocator())
+        #expect(output.readableBytes > 4)
+        return output.getSlice(at: output.readerIndex, length: output.readableBytes - 4)!
+    }
+
+    static func text(_ outcome: UpstreamFrameReader.Outcome) -> String? {
+        if case .message(let message) = outcome { return String(buffer: message) }
+        return nil
+    }
+
+    // MARK: - The reader
+
+    @Test func pingsArePongedWithTheirPayloadPongsDroppedAndACloseIsAnswered() throws {
+        var reader = try UpstreamFrameReader(maxSize: 1_000, deflate: nil)
+        #expect(try reader.read(Self.frame(.ping, "are you there")) == .pong(ByteBuffer(string: "are you there")))
+        #expect(try reader.read(Self.frame(.pong, "yes")) == UpstreamFrameReader.Outcome.none)
+        #expect(try reader.read(Self.frame(.connectionClose, "")) == .close)
+    }
+
+    @Test func aMessageIsWholeOnceItsLastFrameArrivesWithControlFramesBetween() throws {
+        var reader = try UpstreamFrameReader(maxSize: 1_000, deflate: nil)
+        #expect(Self.text(try reader.read(Self.frame(.text, #"{"msg":"ping"}"#))) == #"{"msg":"ping"}"#)
+        #expect(try reader.read(Self.frame(.text, #"{"msg":"#, fin: false)) == UpstreamFrameReader.Outcome.none)
+        // A control frame may come between the fragments of a message (RFC 6455 §5.4).
+        #expect(try reader.read(Self.frame(.ping, "")) == .pong(ByteBuffer()))
+        #expect(Self.text(try reader.read(Self.frame(.continuation, #""pong"}"#))) == #"{"msg":"pong"}"#)
+        #expect(Self.text(try reader.read(Self.frame(.binary, "{}"))) == "{}")
+    }
+
+    @Test func whatNoExtensionClaimsIsAViolation() throws {
+        var reader = try UpstreamFrameReader(maxSize: 1_000, deflate: nil)
+        let violations: [WebSocketFrame] = [
+            Self.frame(.text, "{}", rsv1: true),
+            WebSocketFrame(fin: true, rsv2: true, opcode: .text, data: ByteBuffer(string: "{}")),
+            WebSocketFrame(fin: true, rsv3: true, opcode: .binary, data: ByteBuffer(string: "{}")),
+            Self.frame(WebSocketOpcode(encodedWebSocketOpcode: 0x3)!, "x"),
+            Self.frame(.continuation, "x"),
+            Self.frame(.ping, "x", fin: false)
+        ]
+        for frame in violations {
+            #expect(throws: UpstreamTransportError.self, "\(frame)") { try reader.read(frame) }
+        }
+    }
+
+    @Test func aMessageOverTheLimitIsKnownAsSuch() throws {
+        var reader = try UpstreamFrameReader(maxSize: 10, deflate: nil)
+        _ = try reader.read(Self.frame(.text, "12345", fin: false))
+        #expect(throws: UpstreamTransportError.messageTooLarge(limit: 10)) { try reader.read(Self.frame(.continuation, "678901")) }
+    }
+
+    @Test func compressedMessagesInflateWithTheContextCarriedFromOneToTheNext() throws {
+        let compressor = try ZlibCompressor(algorithm: .deflate)
+        var reader = try UpstreamFrameReader(maxSize: 100_000, deflate: DeflateAgreement())
+        let first = #"{"msg":"added","collection":"tasks","id":"a","fields":{"title":"compressible"}}"#
+        let second = #"{"msg":"added","collection":"tasks","id":"b","fields":{"title":"compressible"}}"#
+        #expect(Self.text(try reader.read(Self.frame(.text, bytes: Self.deflate(first, with: compressor), rsv1: true))) == first)
+        // The second refers back to the first (context takeover): it inflates only if the first's context was kept.
+        let compressedSecond = try Self.deflate(second, with: compressor)
+        #expect(compressedSecond.readableBytes < 30)
+        // In two fragments; RSV1 is on the first only.
+        var fragments = compressedSecond
+        let head = fragments.readSlice(length: 5)!
+        #expect(try reader.read(Self.frame(.text, bytes: head, fin: false, rsv1: true)) == UpstreamFrameReader.Outcome.none)
+        #expect(Self.text(try reader.read(Self.frame(.continuation, bytes: fragments))) == second)
+        // A message sent uncompressed between them (RSV1 clear) is read as it is.
+        #expect(Self.text(try reader.read(Self.frame(.text, "{}"))) == "{}")
+    }
+
+    @Test func aCompressedMessageThatInflatesOverTheLimitIsKnownAsSuchAndGarbageIsAViolation() throws {
+        let compressor = try ZlibCompressor(algorithm: .deflate)
+        var reader = try UpstreamFrameReader(maxSize: 1_000, deflate: DeflateAgreement())
+        let bomb = try Self.deflate(String(repeating: "a", count: 50_000), with: compressor)
+        #expect(bomb.readableBytes < 1_000)
+        #expect(throws: UpstreamTransportError.messageTooLarge(limit: 1_000)) { try reader.read(Self.frame(.text, bytes: bomb, rsv1: true)) }
+        var fresh = try UpstreamFrameReader(maxSize: 1_000, deflate: DeflateAgreement())
+        #expect(throws: UpstreamTransportError.self) { try fresh.read(Self.frame(.text, "\u{FF}\u{FF}not deflate", rsv1: true)) }
+    }
+
+    @Test func theAgreementIsReadFromTheUpgradeAnswer() throws {
+        func answer(_ values: String...) -> HTTPFields {
+            var fields = HTTPFields()
+            for value in values { fields.append(HTTPField(name: .secWebSocketExtensions, value: value)) }
+            return fields
+        }
+        #expect(try DeflateAgreement.agreed(in: answer()) == nil)
+        #expect(try DeflateAgreement.agreed(in: answer("permessage-deflate")) == DeflateAgreement())
+        #expect(
+            try DeflateAgreement.agreed(in: answer("permessage-deflate; server_no_context_takeover; client_max_window_bits=15"))
+                == DeflateAgreement(serverNoContextTakeover: true))
+        #expect(throws: UpstreamTransportError.self) { try DeflateAgreement.agreed(in: answer("x-webkit-deflate-frame")) }
+        #expect(throws: UpstreamTransportError.self) { try DeflateAgreement.agreed(in: answer("permessage-deflate", "permessage-deflate")) }
+    }
+
+    // MARK: - The handler on a channel
+
+    final class Received: @unchecked Sendable {
+        var messages: [String] = []
+    }
+
+    /// An active channel with the handler, and what it handed on and how it ended.
+    static func withHandler(
+        maxSize: Int = 1_000, _ body: (EmbeddedChannel, Received, EventLoopFuture<UpstreamTransportError?>) throws -> Void
+    ) throws {
+        let channel = EmbeddedChannel()
+        let received = Received()
+        let ended = channel.eventLoop.makePromise(of: UpstreamTransportError?.self)
+        let handler = UpstreamFrameHandler(reader: try UpstreamFrameReader(maxSize: maxSize, deflate: nil), ended: ended) {
+            received.messages.append(String(buffer: $0))
+        }
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try body(channel, received, ended.futureResult)
+        // A close waits for the upstream's answer until its deadline.
+        channel.close(promise: nil)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(3))
+        _ = try? channel.finish()
+    }
+
+    /// What the handler wrote; the frames' data is not masked yet (NIO's encoder masks it).
+    static func written(_ channel: EmbeddedChannel) throws -> [WebSocketFrame] {
+        var frames: [WebSocketFrame] = []
+        while let frame = try channel.readOutbound(as: WebSocketFrame.self) { frames.append(frame) }
+        return frames
+    }
+
+    @Test func messagesAreHandedOnAndSentAsMaskedTextFramesAndPingsAnswered() throws {
+        try Self.withHandler { channel, received, ended throws in
+            try channel.writeInbound(Self.frame(.text, #"{"msg":"connected","session":"s"}"#))
+            #expect(received.messages == [#"{"msg":"connected","session":"s"}"#])
+            try channel.writeOutbound(ByteBuffer(string: #"{"msg":"sub"}"#))
+            try channel.writeInbound(Self.frame(.ping, "p"))
+            let frames = try Self.written(channel)
+            #expect(frames.map(\.opcode) == [.text, .pong])
+            #expect(frames.allSatisfy { $0.fin && $0.maskKey != nil }, "a client's frames are masked")
+            #expect(frames.map { String(buffer: $0.data) } == [#"{"msg":"sub"}"#, "p"])
+            #expect(channel.isActive)
+        }
+    }
+
+    @Test func closingTheChannelIsTheCloseHandshakeWithADeadline() throws {
+        try Self.withHandler { channel, _, ended throws in
+            channel.close(promise: nil)
+            let sent = try Self.written(channel)
+            #expect(sent.map(\.opcode) == [.connectionClose])
+            var payload = sent.first?.data ?? ByteBuffer()
+            #expect(payload.readWebSocketErrorCode() == .normalClosure)
+            #expect(channel.isActive, "open until the upstream answers")
+            try channel.writeInbound(Self.frame(.connectionClose, ""))
+            #expect(!channel.isActive)
+            #expect(try ended.wait() == nil)
+            #expect(try Self.written(channel).isEmpty, "no second close frame")
+        }
+        try Self.withHandler { channel, _, ended throws in
+            channel.close(promise: nil)
+            channel.embeddedEventLoop.advanceTime(by: .milliseconds(1_999))
+            #expect(channel.isActive)
+            channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+            #expect(!channel.isActive, "closed at the deadline when the upstream never answers")
+            #expect(try ended.wait() == nil)
+        }
+    }
+
+    @Test func anUpstreamCloseIsAnsweredAndEndsTheConnection() throws {
+        try Self.withHandler { channel, _, ended throws in
+            try channel.writeInbound(Self.frame(.connectionClose, ""))
+            #expect(try Self.written(channel).map(\.opcode) == [.connectionClose])
+            #expect(!channel.isActive)
+            #expect(try ended.wait() == nil)
+        }
+    }
+
+    @Test func aViolationClosesWithItsCodeAndIsTheCause() throws {
+        try Self.withHandler { channel, received, ended throws in
+            try channel.writeInbound(Self.frame(.continuation, "x"))
+            var payload = try Self.written(channel).first?.data ?? ByteBuffer()
+            #expect(payload.readWebSocketErrorCode() == .protocolError)
+            #expect(!channel.isActive)
+            guard case .protocolViolation? = try ended.wait() else {
+                Issue.record("not a protocol violation")
+                return
+            }
+            try? channel.writeInbound(Self.frame(.text, "{}"))
+            #expect(received.messages.isEmpty, "nothing is read after the violation")
+        }
+        // One frame over the limit, as NIO's decoder reports it.
+        try Self.withHandler(maxSize: 10) { channel, _, ended throws in
+            channel.pipeline.fireErrorCaught(NIOWebSocketError.invalidFrameLength)
+            var payload = try Self.written(channel).first?.data ?? ByteBuffer()
+            #expect(payload.readWebSocketErrorCode() == .messageTooLarge)
+            #expect(try ended.wait() == .messageTooLarge(limit: 10))
+        }
+    }
+}
