@@ -116,6 +116,42 @@ import Testing
         #expect(throws: UpstreamTransportError.self) { try DeflateAgreement.agreed(in: answer("permessage-deflate", "permessage-deflate")) }
     }
 
+    /// Whatever frames come, in whatever order, the reader answers with an outcome or an error of
+    /// its own type, never a trap; a message it hands on is within the limit. Seeded, bounded.
+    @Test(arguments: 0..<8) func anyFramesAreReadOrRefusedNeverATrap(seed: Int) throws {
+        var dice = Dice(seed: UInt64(seed) &+ 77)
+        let compressor = try ZlibCompressor(algorithm: .deflate)
+        let opcodes: [UInt8] = [0x0, 0x1, 0x2, 0x3, 0x8, 0x9, 0xA, 0xB, 0xF]
+        var reader = try UpstreamFrameReader(maxSize: 200, deflate: seed % 2 == 0 ? DeflateAgreement() : nil)
+        for _ in 0..<2_000 {
+            let opcode = WebSocketOpcode(encodedWebSocketOpcode: opcodes[dice.next(opcodes.count)])!
+            var data: ByteBuffer
+            switch dice.next(3) {
+            case 0: data = ByteBuffer(bytes: (0..<dice.next(300)).map { _ in UInt8(dice.next(256)) })
+            case 1: data = try Self.deflate(String(repeating: "x", count: dice.next(400) + 1), with: compressor)
+            default: data = ByteBuffer(string: #"{"msg":"ping"}"#)
+            }
+            if dice.next(4) == 0 { data = data.getSlice(at: data.readerIndex, length: data.readableBytes / 2) ?? data }
+            let frame = WebSocketFrame(
+                fin: dice.next(3) != 0, rsv1: dice.next(3) == 0, rsv2: dice.next(20) == 0, rsv3: dice.next(20) == 0,
+                opcode: opcode, data: data)
+            do {
+                if case .message(let message) = try reader.read(frame) { #expect(message.readableBytes <= 200) }
+            } catch {
+                // A connection ends at its first error: a fresh reader, as a new connection has.
+                reader = try UpstreamFrameReader(maxSize: 200, deflate: seed % 2 == 0 ? DeflateAgreement() : nil)
+            }
+        }
+    }
+
+    struct Dice {
+        var seed: UInt64
+        mutating func next(_ bound: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((seed >> 33) % UInt64(max(bound, 1)))
+        }
+    }
+
     // MARK: - The handler on a channel
 
     final class Received: @unchecked Sendable {

@@ -74,7 +74,11 @@ struct UpstreamFrameReader {
 
     private mutating func finish(_ message: ByteBuffer?) throws(UpstreamTransportError) -> Outcome {
         guard var message else { return .none }
-        guard compressed, let inflater else { return .message(message) }
+        guard compressed, let inflater else {
+            // The assembler's limit has room for compressed messages; a plain one is held to the limit itself.
+            guard message.readableBytes <= maxSize else { throw .messageTooLarge(limit: maxSize) }
+            return .message(message)
+        }
         compressed = false
         return .message(try inflater.inflate(&message, maxSize: maxSize))
     }
@@ -122,6 +126,8 @@ final class Inflater {
         message.writeBytes([0, 0, 0xFF, 0xFF])
         do {
             let inflated = try message.decompressStream(with: decompressor, maxSize: maxSize)
+            // CompressNIO's limit counts the buffers it asked for, whose capacity may be larger.
+            guard inflated.readableBytes <= maxSize else { throw CompressNIOError.bufferOverflow }
             if resetEachMessage { try decompressor.reset() }
             return inflated
         } catch let error as CompressNIOError where error == .bufferOverflow {
