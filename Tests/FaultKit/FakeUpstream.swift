@@ -2,6 +2,7 @@ public import DDP
 public import HTTPTypes
 import Hummingbird
 import HummingbirdCore
+import HummingbirdWSCompression
 import HummingbirdWebSocket
 import Logging
 import NIOConcurrencyHelpers
@@ -37,12 +38,16 @@ public final class FakeUpstream: Sendable {
     private let handshake: Handshake
     private let script: Script
     private let maxFrameSize: Int
+    private let compression: Bool
     private let state = NIOLockedValueBox(State())
 
-    public init(handshake: Handshake = .accept, maxFrameSize: Int = 64 << 20, script: @escaping Script = { _ in }) {
+    /// With `compression`, the server agrees to `permessage-deflate` when offered and compresses
+    /// what it sends (messages of 256 bytes or more).
+    public init(handshake: Handshake = .accept, maxFrameSize: Int = 64 << 20, compression: Bool = false, script: @escaping Script = { _ in }) {
         self.handshake = handshake
         self.script = script
         self.maxFrameSize = maxFrameSize
+        self.compression = compression
     }
 
     public var url: String { "ws://127.0.0.1:\(state.withLockedValue { $0.port })/websocket" }
@@ -109,7 +114,10 @@ public final class FakeUpstream: Sendable {
             router: Router(),
             server: .http1WebSocketUpgrade(
                 webSocketRouter: router,
-                configuration: .init(ws: .init(maxFrameSize: maxFrameSize, autoPing: .disabled, closeTimeout: .seconds(1)))),
+                configuration: .init(
+                    ws: .init(
+                        maxFrameSize: maxFrameSize, extensions: compression ? [.perMessageDeflate(maxDecompressedFrameSize: maxFrameSize)] : [],
+                        autoPing: .disabled, closeTimeout: .seconds(1)))),
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in
                 boundContinuation.yield(channel.localAddress?.port ?? 0)
