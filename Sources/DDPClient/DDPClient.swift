@@ -78,7 +78,9 @@ public actor DDPClient {
         eventLoop: (any EventLoop)? = nil
     ) {
         self.options = options
-        self.eventLoop = eventLoop ?? MultiThreadedEventLoopGroup.singleton.any()
+        // The loop is the actor's executor: one that is not a serial executor itself (not NIO's
+        // own loops) would give a short-lived wrapper as the executor, so the group's is taken.
+        self.eventLoop = eventLoop.flatMap { $0 as? any NIOSerialEventLoopExecutor } ?? MultiThreadedEventLoopGroup.singleton.any()
         var logger = logger
         logger[metadataKey: "ddp.url"] = .string(options.url)
         self.logger = logger
@@ -189,6 +191,8 @@ public actor DDPClient {
                 logger.debug("upstream connection ended", metadata: ["error": "\(error)"])
             }
         }
+        // Whatever ended the attempt (a declined or failed upgrade too), its socket goes.
+        handle.close()
         attempt = nil
         ticker?.cancel()
         ticker = nil
@@ -223,8 +227,10 @@ public actor DDPClient {
 
     private func tick() { perform(machine.tick(at: .now)) }
 
-    /// One whole message from the WebSocket (called by its channel, on this loop).
-    func transportReceived(_ message: ByteBuffer) {
+    /// One whole message from the WebSocket (called by its channel, on this loop). One from a
+    /// channel that is no longer this client's transport (an earlier attempt's) is dropped.
+    func transportReceived(_ message: ByteBuffer, on channel: any Channel) {
+        guard channel === transport else { return }
         let decoded = Result {
             try message.withUnsafeReadableBytes { try ServerMessage.decode(EJSONParser.parse($0.bindMemory(to: UInt8.self))) }
         }

@@ -13,6 +13,24 @@ import Testing
 @Suite struct ReconnectTests {
     static func quickToRetry(_ options: inout DDPClientOptions) { options.protocolConfiguration.connectTimeout = .seconds(2) }
 
+    /// An upstream that goes without a close frame (killed, or a proxy dropping it: only its FIN
+    /// arrives) is noticed at once, not when the heartbeat finds the link silent (17.5 s + 15 s).
+    @Test func anUpstreamThatVanishesWithoutACloseFrameIsNoticedAtOnce() async throws {
+        let server = try await startDemoServer()
+        let proxy = FaultProxy(targetPort: try #require(await server.port))
+        try await proxy.start()
+        try await withClient("ws://127.0.0.1:\(proxy.port)/websocket") { client, log in
+            func reconnects() -> Int { log.states.filter { if case .reconnecting = $0 { true } else { false } }.count }
+            let before = reconnects()
+            await proxy.inject(.kill)
+            try await eventually("the drop to be noticed", timeout: .seconds(3)) { reconnects() > before }
+            try await eventually("connected again") { await client.isConnected }
+            #expect(try await client.call("echo", params: [1]) == [1])
+        }
+        await proxy.stop()
+        await server.stop()
+    }
+
     @Test func serverRestartWithChangesWhileDownYieldsOnlyTheNetDifference() async throws {
         let server = try await startDemoServer()
         let url = await server.url

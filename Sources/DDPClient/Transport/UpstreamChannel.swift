@@ -79,9 +79,14 @@ struct UpstreamChannel: ClientConnectionChannel {
                     let reader = try UpstreamFrameReader(maxSize: maxSize, deflate: DeflateAgreement.agreed(in: answer))
                     let ended = channel.eventLoop.makePromise(of: UpstreamTransportError?.self)
                     let handler = UpstreamFrameHandler(reader: reader, ended: ended) { message in
-                        client.assumeIsolated { $0.transportReceived(message) }
+                        client.assumeIsolated { $0.transportReceived(message, on: channel) }
                     }
-                    try channel.pipeline.syncOperations.addHandler(handler)
+                    do {
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    } catch {
+                        ended.fail(error)
+                        throw error
+                    }
                     return .websocket(ended.futureResult)
                 }
             }

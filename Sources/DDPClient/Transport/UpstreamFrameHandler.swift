@@ -10,8 +10,11 @@ import NIOWebSocket
 /// before the peer's answer waits for the peer's `close_notify`).
 ///
 /// `ended` is completed when the WebSocket ends (the channel closing, or gone): with the
-/// violation that ended it, if one did. Its owner does not wait for the socket's last bytes
-/// (NIOSSL waits up to 5 s for a peer's `close_notify` before the channel goes).
+/// violation that ended it, if one did; nothing is handed on after it. Its owner does not wait
+/// for the socket's last bytes (NIOSSL waits up to 5 s for a peer's `close_notify` before the
+/// channel goes). The upstream's end of the stream (its FIN: the connection allows half-closure)
+/// ends the WebSocket at once. While the socket takes no more writes, the handler reads no more
+/// (so an upstream that sends and never reads cannot queue pongs without bound).
 final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundIn = ByteBuffer
@@ -26,6 +29,8 @@ final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The close of the channel asked for while the handshake runs, and its deadline.
     private var closing: (promise: EventLoopPromise<Void>?, deadline: Scheduled<Void>)?
     private var finished = false
+    /// A read held back while the socket takes no more writes.
+    private var readHeld = false
 
     init(
         reader: UpstreamFrameReader, closeTimeout: Duration = .seconds(2), ended: EventLoopPromise<UpstreamTransportError?>,
@@ -38,7 +43,7 @@ final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard failure == nil else { return }
+        guard !finished else { return }
         do {
             switch try reader.read(unwrapInboundIn(data)) {
             case .none:
@@ -66,12 +71,40 @@ final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed? = event as? ChannelEvent { closeNow(context: context) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        guard context.channel.isWritable else {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, readHeld {
+            readHeld = false
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         context.write(wrapOutboundOut(Self.frame(.text, unwrapOutboundIn(data))), promise: promise)
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        guard mode == .all, !closeSent, closing == nil, context.channel.isActive else {
+        if mode == .all, let pending = closing {
+            // The handshake is running: this close completes with it.
+            if let promise {
+                if let first = pending.promise { first.futureResult.cascade(to: promise) } else { closing = (promise, pending.deadline) }
+            }
+            return
+        }
+        guard mode == .all, !closeSent, context.channel.isActive else {
             return context.close(mode: mode, promise: promise)
         }
         sendClose(.normalClosure, context: context)
@@ -89,11 +122,20 @@ final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // Gone while the handshake ran: the close asked for is done.
+        if let pending = closing {
+            closing = nil
+            pending.deadline.cancel()
+            pending.promise?.succeed()
+        }
         finish()
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { finish() }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        closing?.deadline.cancel()
+        finish()
+    }
 
     private func fail(_ error: UpstreamTransportError, context: ChannelHandlerContext) {
         guard failure == nil else { return }

@@ -128,7 +128,9 @@ final class Inflater {
             let inflated = try message.decompressStream(with: decompressor, maxSize: maxSize)
             // CompressNIO's limit counts the buffers it asked for, whose capacity may be larger.
             guard inflated.readableBytes <= maxSize else { throw CompressNIOError.bufferOverflow }
-            if resetEachMessage { try decompressor.reset() }
+            // Bytes left over: the sender ended its deflate stream (a final block, which RFC 7692
+            // allows); the next message starts a new one.
+            if resetEachMessage || message.readableBytes > 0 { try decompressor.reset() }
             return inflated
         } catch let error as CompressNIOError where error == .bufferOverflow {
             throw .messageTooLarge(limit: maxSize)
