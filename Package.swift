@@ -52,7 +52,6 @@ let package = Package(
             name: "DDPClient",
             dependencies: [
                 "DDP",
-                .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "WSCore", package: "swift-websocket"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -5,10 +5,9 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
-import WSClient
 
 /// A DDP client connection over a WebSocket: the I/O shell around
-/// ``DDP/DDPConnectionStateMachine``. It lives as long as ``run()``: connects, reconnects
+/// ``DDP/DDPConnectionStateMachine``. From ``start(whenStopped:)`` until ``close(reason:)`` it connects, reconnects
 /// with backoff (paced by the shared ``ReconnectPacer``), answers pings, and reports what
 /// happens to its ``DDPClientEventSink``, synchronously, on this actor and in order (no buffer
 /// between the connection and its owner; the sink's protocol states the contract).
@@ -25,6 +24,8 @@ import WSClient
 /// the cancellation handler resumes; a call that ends on this side leaves the state machine
 /// too (``DDP/DDPConnectionStateMachine/abandonMethod(_:)``), so it blocks nothing behind it.
 /// Each attempt's TCP, TLS and WebSocket upgrade run under one deadline (`UpstreamChannel`).
+/// The connect-and-reconnect loop itself needs no task (``start(whenStopped:)``); ``run()``
+/// waits for it, for an owner that has a task to give.
 public actor DDPClient {
     /// How a method call waits.
     public enum Completion: Sendable {
@@ -62,8 +63,13 @@ public actor DDPClient {
     private var recentStopOrder: [String] = []
     private var reconnectDelay: Duration?
     private var closed = false
-    /// The pause between attempts, resumed by its timer, by ``close(reason:)`` or by cancellation.
-    private var pause: (continuation: CheckedContinuation<Void, Never>, timer: Scheduled<Void>?)?
+    /// The pause between attempts: what follows it, run by its timer or at once by ``close(reason:)``.
+    private var pause: (next: @Sendable (isolated DDPClient) -> Void, timer: Scheduled<Void>?)?
+    private var started = false
+    /// The connect-and-reconnect loop has stopped (after ``close(reason:)``).
+    private var stopped = false
+    private var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    private var stopActions: [@Sendable (isolated DDPClient) -> Void] = []
     /// The channel of the attempt in progress, closed from outside when the client closes.
     private var attempt: ChannelHandle?
     /// Drives ``DDP/DDPConnectionStateMachine/tick(at:)`` while a transport is open.
@@ -117,79 +123,109 @@ public actor DDPClient {
 
     // MARK: - Running
 
-    /// Connects and keeps the connection up until ``close(reason:)`` or cancellation.
+    /// Connects and keeps the connection up until ``close(reason:)`` or cancellation (which
+    /// closes it with the reason "stopped"). The connection itself needs no task: this only waits
+    /// for ``start(whenStopped:)``'s loop to stop.
     public func run() async {
-        perform(machine.start())
         await withTaskCancellationHandler {
-            while !closed && !Task.isCancelled {
-                await connectOnce()
-                if closed || Task.isCancelled { break }
-                guard let delay = reconnectDelay else { break }
-                reconnectDelay = nil
-                await sleep(for: delay)
-                // After an outage every session wants back at once: take a paced slot.
-                await sleep(for: options.pacer.reserve())
-                if closed || Task.isCancelled { break }
-                perform(machine.reconnectTimerFired())
+            await withCheckedContinuation { continuation in
+                guard !stopped else { return continuation.resume() }
+                stopWaiters.append(continuation)
+                start()
             }
         } onCancel: {
-            onLoop { $0.interrupt() }
+            onLoop { $0.close(reason: "stopped") }
         }
-        if !closed { close(reason: "stopped") }
     }
 
-    /// Closes for good: pending calls fail, ``run()`` returns (an attempt still connecting is cut).
+    /// Starts connecting, and reconnecting after each drop (with backoff, paced by the shared
+    /// ``ReconnectPacer``), until ``close(reason:)``, with no task: each attempt, pause and
+    /// reconnect is a callback or a timer on this loop. `whenStopped` runs on the actor once the
+    /// loop has stopped. A second call only adds its `whenStopped`.
+    public func start(whenStopped: (@Sendable (isolated DDPClient) -> Void)? = nil) {
+        if let whenStopped {
+            if stopped { return whenStopped(self) }
+            stopActions.append(whenStopped)
+        }
+        guard !started else { return }
+        started = true
+        perform(machine.start())
+        connectNext()
+    }
+
+    /// Closes for good: pending calls fail, the loop stops (an attempt still connecting is cut).
     public func close(reason: String = "closed") {
         perform(machine.close(reason: reason))
         closed = true
         interrupt()
+        // Not started, or between attempts with nothing pending: stopped now.
+        if attempt == nil && pause == nil { stop() }
     }
 
-    /// Wakes a pause and cuts the attempt in progress (close, cancellation).
+    /// Wakes a pause and cuts the attempt in progress.
     private func interrupt() {
         attempt?.close()
         wake()
     }
 
-    private func sleep(for delay: Duration) async {
-        guard delay > .zero, !closed, !Task.isCancelled else { return }
-        await withCheckedContinuation { continuation in
-            pause = (continuation, timer(delay) { $0.wake() })
-        }
+    /// Waits `delay` on a timer, then runs `next`; ``close(reason:)`` runs it at once.
+    private func pause(for delay: Duration, then next: @escaping @Sendable (isolated DDPClient) -> Void) {
+        guard delay > .zero, !closed else { return next(self) }
+        pause = (next, timer(delay) { $0.wake() })
     }
 
     private func wake() {
         guard let current = pause else { return }
         pause = nil
         current.timer?.cancel()
-        current.continuation.resume()
+        current.next(self)
     }
 
-    private func connectOnce() async {
+    /// The loop's end: closed (if it was not), and whoever waits for it told.
+    private func stop() {
+        guard !stopped else { return }
+        if !closed { close(reason: "stopped") }
+        stopped = true
+        for waiter in stopWaiters { waiter.resume() }
+        stopWaiters = []
+        let actions = stopActions
+        stopActions = []
+        for action in actions { action(self) }
+    }
+
+    private func connectNext() {
+        guard !closed else { return stop() }
         let maxSize = options.maxMessageSize
         let handle = ChannelHandle()
         attempt = handle
-        var cause = DDPConnectionStateMachine.CloseCause.other
+        let ended: EventLoopFuture<UpstreamTransportError?>
         do {
             let address = try UpstreamAddress(options.url)
             let sslContext = try makeTLSConfiguration(address).map { try NIOSSLContext(configuration: $0) }
-            let channel = UpstreamChannel(
+            let upstream = UpstreamChannel(
                 target: address, headers: options.handshakeHeaders, compression: options.compression, maxMessageSize: maxSize,
                 sslContext: sslContext, handshakeTimeout: options.protocolConfiguration.connectTimeout, handle: handle, client: self
             )
-            if closed { handle.close() }
-            let failure = try await ClientConnection(
-                channel, address: .hostname(address.host, port: address.port), eventLoopGroup: eventLoop, logger: logger
-            ).run()
-            if let failure { throw failure }
-        } catch is CancellationError {
+            ended = upstream.connect(on: eventLoop, logger: logger)
         } catch {
-            if case UpstreamTransportError.messageTooLarge = error {
-                cause = .messageTooLarge(limit: maxSize)
-                logger.warning("the upstream sent a message over the size limit", metadata: ["limit": "\(maxSize)"])
-            } else {
-                logger.debug("upstream connection ended", metadata: ["error": "\(error)"])
-            }
+            ended = eventLoop.makeFailedFuture(error)
+        }
+        ended.whenComplete { result in self.assumeIsolated { $0.attemptEnded(result, handle) } }
+    }
+
+    private func attemptEnded(_ result: Result<UpstreamTransportError?, any Error>, _ handle: ChannelHandle) {
+        let maxSize = options.maxMessageSize
+        var cause = DDPConnectionStateMachine.CloseCause.other
+        switch result {
+        case .success(.messageTooLarge?), .failure(UpstreamTransportError.messageTooLarge):
+            cause = .messageTooLarge(limit: maxSize)
+            logger.warning("the upstream sent a message over the size limit", metadata: ["limit": "\(maxSize)"])
+        case .success(let failure?):
+            logger.debug("upstream connection ended", metadata: ["error": "\(failure)"])
+        case .success(nil):
+            break
+        case .failure(let error):
+            logger.debug("upstream connection ended", metadata: ["error": "\(error)"])
         }
         // Whatever ended the attempt (a declined or failed upgrade too), its socket goes.
         handle.close()
@@ -198,6 +234,16 @@ public actor DDPClient {
         ticker = nil
         transport = nil
         perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), cause: cause))
+        guard !closed, let delay = reconnectDelay else { return stop() }
+        reconnectDelay = nil
+        pause(for: delay) { client in
+            // After an outage every session wants back at once: take a paced slot.
+            client.pause(for: client.options.pacer.reserve()) { client in
+                guard !client.closed else { return client.stop() }
+                client.perform(client.machine.reconnectTimerFired())
+                client.connectNext()
+            }
+        }
     }
 
     private func makeTLSConfiguration(_ address: UpstreamAddress) -> TLSConfiguration? {

@@ -3,6 +3,7 @@ import DDPClient
 import DDPServer
 import FaultKit
 import Logging
+import Synchronization
 import Testing
 
 /// The upstream goes away and comes back on the same port.
@@ -28,6 +29,45 @@ import Testing
             #expect(try await client.call("echo", params: [1]) == [1])
         }
         await proxy.stop()
+        await server.stop()
+    }
+
+    /// The connect-and-reconnect loop needs no task: started, it connects, reconnects after a
+    /// restart, and stops on close (its `whenStopped` runs once); closed before it starts, it
+    /// stops at once; a cancelled `run()` closes it as "stopped".
+    @Test func theConnectionLoopRunsWithoutATaskAndStopsWhenClosed() async throws {
+        let server = try await startDemoServer()
+        let url = await server.url
+        let port = try #require(await server.port)
+        var options = DDPClientOptions(url: url)
+        options.protocolConfiguration.reconnect = ReconnectPolicy(initialDelay: .milliseconds(50), maxDelay: .milliseconds(200))
+        Self.quickToRetry(&options)
+        let stops = Mutex(0)
+        let client = DDPClient(options: options, logger: Logger(label: "no-task"))
+        await client.start { _ in stops.withLock { $0 += 1 } }
+        try await eventually("connected") { await client.isConnected }
+        #expect(try await client.call("echo", params: [1]) == [1])
+        await server.stop()
+        try await eventually("the drop noticed") { await !client.isConnected }
+        try await server.start(port: port)
+        try await eventually("connected again") { await client.isConnected }
+        #expect(try await client.call("echo", params: [2]) == [2])
+        await client.close(reason: "done")
+        try await eventually("stopped") { stops.withLock { $0 } == 1 }
+        #expect(await client.state == .closed(reason: "done"))
+        await client.start { _ in stops.withLock { $0 += 1 } }
+        #expect(stops.withLock { $0 } == 2, "a stopped loop runs a late whenStopped at once")
+
+        let unstarted = DDPClient(options: options, logger: Logger(label: "unstarted"))
+        await unstarted.close()
+        await unstarted.run()  // returns: closed before it started
+
+        let cancelled = DDPClient(options: options, logger: Logger(label: "cancelled"))
+        let running = Task { await cancelled.run() }
+        try await eventually("connected") { await cancelled.isConnected }
+        running.cancel()
+        await running.value
+        #expect(await cancelled.state == .closed(reason: "stopped"))
         await server.stop()
     }
 

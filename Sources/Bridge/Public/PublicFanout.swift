@@ -206,7 +206,7 @@ public final class PublicFanout: Service, Sendable {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.sweep() }
                 for await session in started {
-                    group.addTask { await session.run() }
+                    await session.start()
                 }
                 await closeAll()
                 group.cancelAll()

@@ -93,10 +93,10 @@ public final class Session: Sendable {
             eventLoop: configuration.eventLoopGroup.any())
     }
 
-    /// Runs the upstream connection until the session closes.
-    func run() async {
-        await client.run()
-        state.withLock { $0.flushTimer?.cancel() }
+    /// Starts the upstream connection; it runs until the session closes, with no task (its
+    /// connect-and-reconnect loop is callbacks and timers on the client's event loop).
+    func start() async {
+        await client.start { [state] _ in state.withLock { $0.flushTimer?.cancel() } }
     }
 
     /// The session's side of its connection's delivery contract (``DDPClientEventSink``): each

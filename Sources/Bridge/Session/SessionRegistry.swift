@@ -371,7 +371,7 @@ public final class SessionRegistry: Service, Sendable {
                     }
                 }
                 for await session in started {
-                    group.addTask { await session.run() }
+                    await session.start()
                 }
                 await endAll(reason: "the bridge is shutting down", stored: .keep)
                 group.cancelAll()

@@ -4,20 +4,21 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import NIOWebSocket
-import WSClient
 
 /// The WebSocket client channel of one upstream connection attempt: TCP, TLS and the HTTP
 /// upgrade under one deadline, then ``UpstreamFrameHandler`` on the connection's event loop.
 /// `WSClient`'s own channel has no deadline for the upgrade (an upstream that accepts TCP and
 /// never answers would hold the attempt, and its socket, forever), so the bridge sets the
 /// pipeline up itself and closes the channel when the deadline passes or when its owner gives
-/// up (``ChannelHandle/close()``). `WSClient` is used for its connection bootstrap only.
+/// up (``ChannelHandle/close()``). Its own bootstrap, too: an attempt is a future, and no task
+/// waits for it.
 ///
 /// The channel is made on the client's loop, which is the client's executor: the handler hands
 /// each message to the client, and the client writes each message to the channel, with no hop.
-struct UpstreamChannel: ClientConnectionChannel {
+struct UpstreamChannel: Sendable {
     enum Upgrade: Sendable {
         /// Upgraded; completed when the connection ends, with the violation that ended it, if any.
         case websocket(EventLoopFuture<UpstreamTransportError?>)
@@ -25,7 +26,6 @@ struct UpstreamChannel: ClientConnectionChannel {
     }
 
     typealias Value = EventLoopFuture<Upgrade>
-    typealias Result = UpstreamTransportError?
 
     let target: UpstreamAddress
     let headers: HTTPFields
@@ -107,11 +107,33 @@ struct UpstreamChannel: ClientConnectionChannel {
         return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
     }
 
-    func handle(value: Value, logger: Logger) async throws -> UpstreamTransportError? {
-        switch try await value.get() {
-        case .declined: throw UpstreamTransportError.upgradeDeclined
-        case .websocket(let ended): try await ended.get()
-        }
+    /// Connects on `eventLoop` (the client's). The future completes when the attempt ends: with
+    /// the violation that ended the WebSocket, if any; failed if it never opened (refused,
+    /// declined, the deadline). No task waits for it.
+    func connect(on eventLoop: any EventLoop, logger: Logger) -> EventLoopFuture<UpstreamTransportError?> {
+        let result = eventLoop.makePromise(of: UpstreamTransportError?.self)
+        ClientBootstrap(group: eventLoop)
+            // The attempt's deadline is the handshake's (in `setup`); this bounds the name lookup too.
+            .connectTimeout(TimeAmount(handshakeTimeout))
+            // The upstream's FIN comes as an event the frame handler acts on.
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelInitializer { channel in
+                // If the channel goes before the upgrade has said anything (an upgrade handler
+                // that never completes), the attempt still ends. Completing a promise again is a no-op.
+                channel.closeFuture.whenComplete { _ in result.fail(ChannelError.ioOnClosedChannel) }
+                return setup(channel: channel, logger: logger).map { upgrade in
+                    upgrade.whenComplete { outcome in
+                        switch outcome {
+                        case .success(.websocket(let ended)): ended.cascade(to: result)
+                        case .success(.declined): result.fail(UpstreamTransportError.upgradeDeclined)
+                        case .failure(let error): result.fail(error)
+                        }
+                    }
+                }
+            }
+            .connect(host: target.host, port: target.port)
+            .whenFailure { result.fail($0) }
+        return result.futureResult
     }
 }
 
