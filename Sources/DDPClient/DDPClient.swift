@@ -184,8 +184,11 @@ public actor DDPClient {
     /// The loop's end: closed (if it was not), and whoever waits for it told.
     private func stop() {
         guard !stopped else { return }
-        if !closed { close(reason: "stopped") }
         stopped = true
+        if !closed {
+            perform(machine.close(reason: "stopped"))
+            closed = true
+        }
         for waiter in stopWaiters { waiter.resume() }
         stopWaiters = []
         let actions = stopActions
