@@ -4,7 +4,6 @@ public import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-import NIOWebSocket
 
 /// A DDP client connection over a WebSocket: the I/O shell around
 /// ``DDP/DDPConnectionStateMachine``. From ``start(whenStopped:)`` until ``close(reason:)`` it connects, reconnects

@@ -242,8 +242,8 @@ import Testing
         }
     }
 
-    /// The upstream's FIN (the connection allows half-closure, so it comes as an event) ends the
-    /// WebSocket at once, not when a heartbeat finds the link silent.
+    /// The upstream's FIN, on a channel that allows half-closure (so it comes as an event), ends
+    /// the WebSocket at once, not when a heartbeat finds the link silent.
     @Test func theUpstreamsEndOfStreamEndsTheConnection() throws {
         try Self.withHandler { channel, _, ended throws in
             channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)

@@ -10,11 +10,11 @@ import NIOWebSocket
 
 /// The WebSocket client channel of one upstream connection attempt: TCP, TLS and the HTTP
 /// upgrade under one deadline, then ``UpstreamFrameHandler`` on the connection's event loop.
-/// `WSClient`'s own channel has no deadline for the upgrade (an upstream that accepts TCP and
+/// swift-websocket's client has no deadline for the upgrade (an upstream that accepts TCP and
 /// never answers would hold the attempt, and its socket, forever), so the bridge sets the
 /// pipeline up itself and closes the channel when the deadline passes or when its owner gives
-/// up (``ChannelHandle/close()``). Its own bootstrap, too: an attempt is a future, and no task
-/// waits for it.
+/// up (``ChannelHandle/close()``). An attempt is a future (``connect(on:logger:)``), and no
+/// task waits for it.
 ///
 /// The channel is made on the client's loop, which is the client's executor: the handler hands
 /// each message to the client, and the client writes each message to the channel, with no hop.
@@ -25,8 +25,6 @@ struct UpstreamChannel: Sendable {
         case declined
     }
 
-    typealias Value = EventLoopFuture<Upgrade>
-
     let target: UpstreamAddress
     let headers: HTTPFields
     let compression: Bool
@@ -36,27 +34,20 @@ struct UpstreamChannel: Sendable {
     let handle: ChannelHandle
     let client: DDPClient
 
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+    /// TLS and the upgrade on a new channel, under the attempt's deadline; the upgrade's outcome.
+    private func setUp(channel: any Channel, logger: Logger) throws -> EventLoopFuture<Upgrade> {
         handle.attach(channel)
         let deadline = channel.eventLoop.scheduleDeadline(after: handshakeTimeout) {
             logger.debug("the upstream handshake timed out; closing the attempt")
             channel.close(promise: nil)
         }
-        return channel.eventLoop.makeCompletedFuture {
-            if let sslContext {
-                let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: target.isIPAddress ? nil : target.host)
-                try channel.pipeline.syncOperations.addHandler(tls, position: .first)
-            }
-            let upgrade = try configureUpgrade(channel: channel)
-            upgrade.whenComplete { _ in deadline.cancel() }
-            // Only once the upgrade has finished does NIO's upgrade handler let writes through
-            // (the client's first write is `connect`); frames that came with the answer are
-            // handed on after this, to the frame handler already in place.
-            upgrade.whenSuccess { [client] upgrade in
-                if case .websocket = upgrade { client.assumeIsolated { $0.transportOpened(channel) } }
-            }
-            return upgrade
+        if let sslContext {
+            let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: target.isIPAddress ? nil : target.host)
+            try channel.pipeline.syncOperations.addHandler(tls, position: .first)
         }
+        let upgrade = try configureUpgrade(channel: channel)
+        upgrade.whenComplete { _ in deadline.cancel() }
+        return upgrade
     }
 
     private func configureUpgrade(channel: any Channel) throws -> EventLoopFuture<Upgrade> {
@@ -113,18 +104,24 @@ struct UpstreamChannel: Sendable {
     func connect(on eventLoop: any EventLoop, logger: Logger) -> EventLoopFuture<UpstreamTransportError?> {
         let result = eventLoop.makePromise(of: UpstreamTransportError?.self)
         ClientBootstrap(group: eventLoop)
-            // The attempt's deadline is the handshake's (in `setup`); this bounds the name lookup too.
+            // The attempt's deadline is the handshake's (in `setUp`); this bounds the name lookup too.
+            // No half-closure: the upstream's FIN closes the channel, during the upgrade too (with
+            // it, an upstream that closed while stopping held the attempt until its deadline).
             .connectTimeout(TimeAmount(handshakeTimeout))
-            // The upstream's FIN comes as an event the frame handler acts on.
-            .channelOption(.allowRemoteHalfClosure, value: true)
-            .channelInitializer { channel in
+            .channelInitializer { [client] channel in
                 // If the channel goes before the upgrade has said anything (an upgrade handler
                 // that never completes), the attempt still ends. Completing a promise again is a no-op.
                 channel.closeFuture.whenComplete { _ in result.fail(ChannelError.ioOnClosedChannel) }
-                return setup(channel: channel, logger: logger).map { upgrade in
-                    upgrade.whenComplete { outcome in
+                return channel.eventLoop.makeCompletedFuture {
+                    try setUp(channel: channel, logger: logger).whenComplete { outcome in
                         switch outcome {
-                        case .success(.websocket(let ended)): ended.cascade(to: result)
+                        case .success(.websocket(let ended)):
+                            // Only once the upgrade has finished does NIO's upgrade handler let
+                            // writes through (the client's first write is `connect`); frames that
+                            // came with the answer are handed on after this, to the frame handler
+                            // already in place.
+                            client.assumeIsolated { $0.transportOpened(channel) }
+                            ended.cascade(to: result)
                         case .success(.declined): result.fail(UpstreamTransportError.upgradeDeclined)
                         case .failure(let error): result.fail(error)
                         }

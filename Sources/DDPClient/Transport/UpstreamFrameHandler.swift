@@ -12,8 +12,8 @@ import NIOWebSocket
 /// `ended` is completed when the WebSocket ends (the channel closing, or gone): with the
 /// violation that ended it, if one did; nothing is handed on after it. Its owner does not wait
 /// for the socket's last bytes (NIOSSL waits up to 5 s for a peer's `close_notify` before the
-/// channel goes). The upstream's end of the stream (its FIN: the connection allows half-closure)
-/// ends the WebSocket at once. While the socket takes no more writes, the handler reads no more
+/// channel goes). The upstream's end of the stream (its FIN) ends the WebSocket at once: the
+/// channel closes on it, or, on a channel that allows half-closure, the handler closes it. While the socket takes no more writes, the handler reads no more
 /// (so an upstream that sends and never reads cannot queue pongs without bound).
 final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
@@ -114,26 +114,28 @@ final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Closes the channel, completing a close asked for earlier.
     private func closeNow(context: ChannelHandlerContext) {
+        context.close(mode: .all, promise: endHandshake())
+        finish()
+    }
+
+    /// Ends a running close handshake (its deadline with it); the promise of the close that began it.
+    private func endHandshake() -> EventLoopPromise<Void>? {
         let pending = closing
         closing = nil
         pending?.deadline.cancel()
-        context.close(mode: .all, promise: pending?.promise)
-        finish()
+        return pending?.promise
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         // Gone while the handshake ran: the close asked for is done.
-        if let pending = closing {
-            closing = nil
-            pending.deadline.cancel()
-            pending.promise?.succeed()
-        }
+        endHandshake()?.succeed()
         finish()
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        closing?.deadline.cancel()
+        // Removed with its channel: no close is left waiting on the handshake.
+        endHandshake()?.succeed()
         finish()
     }
 
