@@ -22,6 +22,7 @@ let package = Package(
         // zlib for permessage-deflate on the upstream (the same library swift-websocket's compression uses).
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.29.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
@@ -44,7 +45,7 @@ let package = Package(
         // EJSON, DDP messages, document cache and the client state machine. No sockets.
         .target(
             name: "DDP",
-            dependencies: ["CLibCrypto"],
+            dependencies: ["CLibCrypto", .product(name: "HashTreeCollections", package: "swift-collections")],
             swiftSettings: swiftSettings
         ),
         // The WebSocket shell around the DDP state machine.
@@ -105,6 +106,7 @@ let package = Package(
                 "CLibCrypto",
                 "DDPClient",
                 "BridgeStore",
+                .product(name: "HashTreeCollections", package: "swift-collections"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -161,7 +163,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DDPTests",
-            dependencies: ["DDP"],
+            dependencies: ["DDP", .product(name: "HashTreeCollections", package: "swift-collections")],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
@@ -201,6 +203,7 @@ let package = Package(
             name: "BridgeTests",
             dependencies: [
                 "DDP",
+                .product(name: "HashTreeCollections", package: "swift-collections"),
                 "Bridge",
                 "BridgeStore",
                 "DDPServer",
@@ -223,6 +226,7 @@ let package = Package(
             name: "DDPClientTests",
             dependencies: [
                 "DDP",
+                .product(name: "HashTreeCollections", package: "swift-collections"),
                 "DDPClient",
                 "DDPServer",
                 "FaultKit",

@@ -3,6 +3,7 @@ import DDPClient
 import DDPServer
 import FaultKit
 import HTTPTypes
+import HashTreeCollections
 import Logging
 import Testing
 
@@ -28,7 +29,9 @@ import Testing
         let server = try await startDemoServer()
         try await withClient(await server.url) { client, log in
             let sub = try await client.subscribe("tasks")
-            let cached = await client.withCache { $0.collections["tasks"]?.documents ?? [:] }
+            let cached = await client.withCache {
+                Dictionary(uniqueKeysWithValues: ($0.collections["tasks"]?.documents ?? [:]).map { ($0.key, $0.value) })
+            }
             let published = try await server.core.publishedView("tasks")
             #expect(cached == published)
             #expect(cached.count == 3)

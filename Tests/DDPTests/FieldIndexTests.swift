@@ -1,3 +1,4 @@
+import HashTreeCollections
 import Testing
 
 @testable import DDP

@@ -49,7 +49,9 @@ import Testing
         case .and(let parts): return parts.allSatisfy { general($0, document) }
         case .or(let parts): return parts.contains { general($0, document) }
         case .nor(let parts): return !parts.contains { general($0, document) }
-        case .field(let path, let test): return test.matches(Selector.candidates(document, path[...]))
+        case .field(let path, let test):
+            var work = 0
+            return test.matches(Selector.candidates(document, path[...]), &work)
         }
     }
 

@@ -57,6 +57,9 @@ public struct BridgeConfiguration: Sendable {
     public var heartbeatInterval: Duration = .seconds(15)
     /// Bytes a stream may fall behind before it is cut off.
     public var streamBufferLimit = 1 << 20
+    /// A stream whose start (a replay, a snapshot) makes no progress for this long (its reader
+    /// takes nothing) ends with `slow-consumer`: without live changes nothing else would cut it.
+    public var streamStallTimeout: Duration = .seconds(30)
     public var maxStreamsPerSession = 16
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.
     public var corsOrigins: [String] = []

@@ -266,6 +266,9 @@ public struct Settings: Sendable {
         },
         seconds("heartbeat-interval", "Seconds between heartbeat comments on idle streams", \.configuration.heartbeatInterval, minimum: 0.1),
         integer("stream-buffer-limit", "Bytes a stream may fall behind before it is cut off", \.configuration.streamBufferLimit, minimum: 1024),
+        seconds(
+            "stream-stall-timeout", "Seconds a stream's replay or snapshot may wait on a reader that takes nothing before it is cut off",
+            \.configuration.streamStallTimeout, minimum: 0.01),
         custom(
             "public-publications",
             "Publications anyone may read without a session, comma-separated: name (no parameters), name(string,integer) (these parameter types), name(*) (any); none by default",

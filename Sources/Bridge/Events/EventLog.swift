@@ -59,6 +59,33 @@ public struct EventLog: Sendable {
         return event
     }
 
+    /// Whether a stream resuming after `id` can be replayed from the log: every event after it
+    /// is still kept (and `id` is not from the future: another session, another process).
+    public func holds(after id: UInt64) -> Bool {
+        guard id <= lastID else { return false }
+        let oldest = count == 0 ? nextID : events[head].id
+        return id + 1 >= oldest
+    }
+
+    /// A page of a replay: the events after `id` up to `through` (inclusive), oldest first, up
+    /// to about `maxBytes` of frames (at least one event); `nil` when some of them are no longer
+    /// kept. A replay reads the log a page at a time, as its reader takes them: the frames are
+    /// the log's own buffers, nothing is copied up front.
+    public func events(after id: UInt64, through: UInt64, maxBytes: Int) -> [SessionEvent]? {
+        guard holds(after: id) else { return nil }
+        guard id < through, id < lastID else { return [] }
+        let oldest = count == 0 ? nextID : events[head].id
+        var position = head + Int(id + 1 - oldest)
+        var out: [SessionEvent] = []
+        var bytes = 0
+        while position < events.count, events[position].id <= through, out.isEmpty || bytes < maxBytes {
+            out.append(events[position])
+            bytes += events[position].frame.readableBytes
+            position += 1
+        }
+        return out
+    }
+
     /// The events after `id`, oldest first; `nil` when some of them are no longer kept
     /// (or `id` is from the future: another session, another process).
     public func events(after id: UInt64) -> [SessionEvent]? {

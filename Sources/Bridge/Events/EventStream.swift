@@ -44,9 +44,16 @@ final class EventStream: Sendable {
         var ending: [UInt8]?
         /// Live queries: ids of the documents currently inside the selector.
         var matching: Set<String> = []
-        /// What the stream starts with (a replay, or a reset and snapshot): written at the pace
+        /// What the stream starts with (a replay, or a reset and snapshot): produced at the pace
         /// the consumer reads, before any live frame, and not counted against the live buffer.
-        var prelude: Prelude?
+        /// The writer takes it out while it works on a step (``take()``: it is the only caller).
+        var prelude: StreamPrelude?
+        /// A live query whose first match is still being walked: its events wait in `pending`
+        /// (counted against the live buffer's bound) until the walk knows which documents are
+        /// inside it; then they go through the live query in order.
+        var holdsLive = false
+        var pending: [SessionEvent] = []
+        var pendingBytes = 0
         /// Wakes the writer (a job on its connection's event loop, ``StreamHandOff``); until it
         /// is set, a ring is remembered and given to it when it is.
         var waker: StreamWaker?
@@ -62,47 +69,24 @@ final class EventStream: Sendable {
         }
     }
 
-    /// The first frames of a stream, produced as the writer asks for them: a snapshot of any
-    /// size reaches a consumer that keeps reading, however slowly, with memory for one chunk.
-    struct Prelude: Sendable {
-        var head: [ByteBuffer]
-        var documents: ArraySlice<(collection: String, id: String, document: EJSONObject)>
-        var tail: [ByteBuffer]
-
-        /// Up to about `budget` bytes of frames, in order; `nil` when nothing is left.
-        mutating func next(budget: Int) -> [ByteBuffer]? {
-            var out: [ByteBuffer] = []
-            var bytes = 0
-            if !head.isEmpty {
-                out = head
-                bytes = head.reduce(0) { $0 + $1.readableBytes }
-                head = []
-            }
-            while bytes < budget, let doc = documents.popFirst() {
-                let (kind, payload) = SessionEvent.documentPayload(.added(collection: doc.collection, id: doc.id, fields: doc.document))
-                let frame = ByteBuffer(bytes: SSEFrame.encode(id: nil, event: kind.rawValue, data: payload))
-                bytes += frame.readableBytes
-                out.append(frame)
-            }
-            if documents.isEmpty, bytes < budget, !tail.isEmpty {
-                out += tail
-                tail = []
-            }
-            return out.isEmpty ? nil : out
-        }
-    }
-
     /// Bytes of a prelude handed to the writer at a time.
     static let preludeChunk = 64 << 10
+    /// The most time one step of a prelude may take on the writer's event loop before it yields
+    /// the loop to the other connections (the walk reads the clock every few units of work).
+    static let preludeSlice: Duration = .milliseconds(1)
 
     let filter: StreamFilter
     let limit: Int
     let counters: StreamCounters?
     private let state: LockedState<State>
 
-    init(filter: StreamFilter, limit: Int, counters: StreamCounters? = nil) {
+    /// How long a prelude may wait on a reader that takes nothing (``StreamHandOff``).
+    let stallTimeout: Duration
+
+    init(filter: StreamFilter, limit: Int, stallTimeout: Duration = .seconds(30), counters: StreamCounters? = nil) {
         self.filter = filter
         self.limit = limit
+        self.stallTimeout = stallTimeout
         self.counters = counters
         self.state = LockedState(State())
     }
@@ -121,46 +105,115 @@ final class EventStream: Sendable {
     /// Routes one session event through the filter (and the live query) into the buffer; the
     /// writer's wake-up, if one is due, joins `wakeups` (rung once for the whole batch).
     func deliver(_ event: SessionEvent, into wakeups: inout Wakeups) {
-        guard let collection = event.collection, let id = event.documentID else {
-            enqueue(event.frame, into: &wakeups)
-            return
-        }
-        guard filter.admits(collection: collection, id: id) else { return }
+        if let collection = event.collection, let id = event.documentID, !filter.admits(collection: collection, id: id) { return }
         guard let selector = filter.selector else {
             enqueue(event.frame, into: &wakeups)
             return
         }
-        let inside = event.document.map { selector.matches(DocumentQuery.withID(id, $0)) } ?? false
-        let frame: ByteBuffer? = state.withLock { state in
-            let wasInside = state.matching.contains(id)
-            switch (wasInside, inside) {
-            case (false, true):
-                state.matching.insert(id)
-                return SessionEvent.document(.added(collection: collection, id: id, fields: event.document!), document: event.document, id: event.id)
-                    .frame
-            case (true, true):
-                return event.frame
-            case (true, false):
-                state.matching.remove(id)
-                if event.kind == .removed { return event.frame }
-                return SessionEvent.document(.removed(collection: collection, id: id, previous: event.document ?? [:]), document: nil, id: event.id)
-                    .frame
-            case (false, false):
-                return nil
-            }
+        // Until the first match is known, events wait (in order) for it. Once released, a
+        // stream never holds again, so what was seen outside the lock stays true.
+        if let held = state.withLock({ state in Self.hold(event, in: &state, limit: limit) }) {
+            if let waker = held { wakeups.add(waker) }
+            return
         }
-        if let frame { enqueue(frame, into: &wakeups) }
+        guard let collection = event.collection, let id = event.documentID else {
+            enqueue(event.frame, into: &wakeups)
+            return
+        }
+        let inside = event.document.map { selector.matches(DocumentQuery.withID(id, $0)) } ?? false
+        if let frame = state.withLock({ state in Self.liveQueryFrame(event, collection: collection, id: id, inside: inside, state: &state) }) {
+            enqueue(frame, into: &wakeups)
+        }
     }
 
-    func setMatching(_ ids: Set<String>) { state.withLock { $0.matching = ids } }
+    /// Keeps `event` for later while the live query's first match runs: `.some` (with the
+    /// writer to wake when the stream was cut for holding too much), `nil` when not holding.
+    private static func hold(_ event: SessionEvent, in state: inout State, limit: Int) -> StreamWaker?? {
+        guard state.holdsLive else { return nil }
+        guard state.ending == nil else { return .some(nil) }
+        state.pending.append(event)
+        state.pendingBytes += event.frame.readableBytes
+        guard state.pendingBytes > limit else { return .some(nil) }
+        state.dropped += state.pending.count
+        state.pending = []
+        state.pendingBytes = 0
+        state.ending = slowConsumer(limit)
+        return .some(state.ring())
+    }
 
-    /// Sets what the stream starts with (before any live frame) and wakes the writer.
-    func start(with prelude: Prelude) {
+    /// What a document event becomes for a live query: `added` as it enters, `removed` as it
+    /// leaves, itself while inside, nothing while outside. Under the stream's lock.
+    private static func liveQueryFrame(_ event: SessionEvent, collection: String, id: String, inside: Bool, state: inout State) -> ByteBuffer? {
+        let wasInside = state.matching.contains(id)
+        switch (wasInside, inside) {
+        case (false, true):
+            state.matching.insert(id)
+            guard let document = event.document else { return nil }
+            return SessionEvent.document(.added(collection: collection, id: id, fields: document), document: document, id: event.id).frame
+        case (true, true):
+            return event.frame
+        case (true, false):
+            state.matching.remove(id)
+            if event.kind == .removed { return event.frame }
+            return SessionEvent.document(.removed(collection: collection, id: id, previous: event.document ?? [:]), document: nil, id: event.id)
+                .frame
+        case (false, false):
+            return nil
+        }
+    }
+
+    /// The live query's first match is known: the events held meanwhile go through it, in
+    /// order (matched outside the lock; events that arrive meanwhile are held and taken next).
+    /// Called by the writer, which takes the resulting frames next: no wake-up is needed.
+    private func release(matching: Set<String>) {
+        guard let selector = filter.selector else { return }
+        var first = true
+        while true {
+            let held: [SessionEvent]? = state.withLock { state in
+                if first { state.matching = matching }
+                guard !state.pending.isEmpty else {
+                    state.holdsLive = false
+                    return nil
+                }
+                defer {
+                    state.pending = []
+                    state.pendingBytes = 0
+                }
+                return state.pending
+            }
+            first = false
+            guard let held else { return }
+            let insides = held.map { event -> Bool in
+                guard let id = event.documentID, let document = event.document else { return false }
+                return selector.matches(DocumentQuery.withID(id, document))
+            }
+            var wakeups = Wakeups()
+            for (event, inside) in zip(held, insides) {
+                guard let collection = event.collection, let id = event.documentID else {
+                    enqueue(event.frame, into: &wakeups)
+                    continue
+                }
+                if let frame = state.withLock({ state in Self.liveQueryFrame(event, collection: collection, id: id, inside: inside, state: &state) })
+                {
+                    enqueue(frame, into: &wakeups)
+                }
+            }
+        }
+    }
+
+    /// Sets what the stream starts with (before any live frame) and wakes the writer. A live
+    /// query's events wait for the walk's first match from now on.
+    func start(with prelude: StreamPrelude) {
         state.withLock { state in
             state.prelude = prelude
+            if filter.selector != nil, prelude.walk != nil { state.holdsLive = true }
             return state.ring()
         }?.ring()
     }
+
+    /// Whether the stream still has a prelude to write (a reader making no progress on it is
+    /// cut after a while: nothing else would ever cut it without live traffic).
+    var hasPrelude: Bool { state.withLock { $0.prelude != nil || $0.holdsLive } }
 
     /// Adds one frame and wakes the writer if it sleeps; past the limit the buffer is dropped and
     /// the stream ends with a reason.
@@ -190,19 +243,35 @@ final class EventStream: Sendable {
             state.dropped += state.frames.count
             state.frames = []
             state.bytes = 0
-            state.ending = SSEFrame.encode(
-                id: nil, event: "error",
-                data: [
-                    "error": "slow-consumer",
-                    "reason": .string("The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up")
-                ])
+            state.ending = slowConsumer(limit)
             return true
         }
         return wasEmpty
     }
 
+    private static func slowConsumer(_ limit: Int) -> [UInt8] {
+        SSEFrame.encode(
+            id: nil, event: "error",
+            data: [
+                "error": "slow-consumer",
+                "reason": .string("The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up")
+            ])
+    }
+
     /// Whether the stream has its last frame (cut, or ended): nothing more will be added.
     var hasEnded: Bool { state.withLock { $0.ending != nil } }
+
+    /// The last frame of a stream whose prelude waited `timeout` on a reader that took nothing.
+    static func stalled(_ timeout: Duration) -> [UInt8] {
+        SSEFrame.encode(
+            id: nil, event: "error",
+            data: [
+                "error": "slow-consumer",
+                "reason": .string(
+                    "The stream's start waited \(timeout) for a reader that took nothing (the --stream-stall-timeout); reconnect with Last-Event-ID to go on"
+                )
+            ])
+    }
 
     /// Ends the stream after what is buffered, with a last frame.
     func finish(with frame: [UInt8]) {
@@ -215,15 +284,29 @@ final class EventStream: Sendable {
     /// What the writer sends next: a chunk of the prelude while there is one, else the buffered
     /// live frames (swapped out under the lock), and the ending if the stream is over. One frame
     /// is the shared buffer itself (no copy: the common case of a reader keeping up); several are
-    /// copied, outside the lock, into one buffer (one write, one chunk). `more`: call again
-    /// without waiting for a wake-up.
+    /// copied, outside the lock, into one buffer (one write, one chunk). `more`: a step of the
+    /// prelude was taken and more may follow; the writer yields its loop, then calls again.
     func take() -> (bytes: ByteBuffer?, ending: [UInt8]?, more: Bool) {
-        let (frames, ending, dropped, more) = state.withLock { state -> ([ByteBuffer], [UInt8]?, Int, Bool) in
-            if state.ending == nil, state.prelude != nil {
-                if let chunk = state.prelude!.next(budget: Self.preludeChunk) { return (chunk, nil, 0, true) }
-                state.prelude = nil
+        let taken = state.withLock { state -> StreamPrelude? in
+            guard state.ending == nil else { return nil }
+            defer { state.prelude = nil }
+            return state.prelude
+        }
+        if var prelude = taken {
+            // A step runs outside the lock: the session's deliveries are not held up by it.
+            switch prelude.next(budget: Self.preludeChunk, slice: Self.preludeSlice, filter: filter) {
+            case .failed(let frame):
+                finish(with: frame)
+            case .done:
+                if filter.selector != nil { release(matching: prelude.finishedMatching ?? []) }
+            case .frames(let frames):
+                state.withLock { $0.prelude = prelude }
+                counters?.delivered.increment(by: frames.count)
+                return (Self.joined(frames), nil, true)
             }
-            let taken = (state.frames, state.ending, state.dropped, false)
+        }
+        let (frames, ending, dropped) = state.withLock { state -> ([ByteBuffer], [UInt8]?, Int) in
+            let taken = (state.frames, state.ending, state.dropped)
             state.frames = []
             state.bytes = 0
             state.dropped = 0
@@ -231,11 +314,16 @@ final class EventStream: Sendable {
         }
         if !frames.isEmpty { counters?.delivered.increment(by: frames.count) }
         if dropped > 0 { counters?.dropped.increment(by: dropped) }
-        guard let first = frames.first else { return (nil, ending, more) }
-        guard frames.count > 1 else { return (first, ending, more) }
+        return (Self.joined(frames), ending, false)
+    }
+
+    /// One frame as it is (the shared buffer); several copied into one buffer; `nil` for none.
+    private static func joined(_ frames: [ByteBuffer]) -> ByteBuffer? {
+        guard let first = frames.first else { return nil }
+        guard frames.count > 1 else { return first }
         var buffer = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.readableBytes })
         for var frame in frames { buffer.writeBuffer(&frame) }
-        return (buffer, ending, more)
+        return buffer
     }
 }
 

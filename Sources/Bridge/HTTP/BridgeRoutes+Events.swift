@@ -30,7 +30,9 @@ extension BridgeRoutes {
                 owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout, transient: true)
         }
         let ownedID = subscription?.id
-        let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit, counters: registry.metrics.sessionStreams)
+        let stream = EventStream(
+            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
+            counters: registry.metrics.sessionStreams)
         do {
             try await session.attach(stream, start: start)
         } catch {

@@ -21,7 +21,9 @@ extension BridgeRoutes {
         try fanout.admitReader(from: address)
         let session: Session
         let id: String
-        let stream = EventStream(filter: filter, limit: configuration.streamBufferLimit, counters: registry.metrics.publicStreams)
+        let stream = EventStream(
+            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
+            counters: registry.metrics.publicStreams)
         do {
             (session, id) = try await fanout.subscribe(name, params, from: address)
         } catch {

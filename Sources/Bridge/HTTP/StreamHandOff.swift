@@ -94,31 +94,57 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         taken = true
         takeOver.take()
         stream.setWaker(.loop(context.eventLoop, NIOLoopBound(self, eventLoop: context.eventLoop)))
+        try? context.channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: Self.socketSendBuffer)
         context.read()
         return true
     }
 
     /// Writes what the stream has, while the socket takes it; ends the response with the stream.
+    /// A step of a prelude (a page of the log, a slice of a snapshot's walk) is one job of the
+    /// loop: the next step is a new job, so the loop's other connections get their turn between.
     func drain() {
         guard let context, let stream, !ended else { return }
-        // A reader cut while its socket takes nothing (it stopped reading) may never take its
-        // last event: its connection closes after ``lastEventDeadline`` all the same.
-        if !context.channel.isWritable, stream.hasEnded { closeLater(context.channel) }
-        var wrote = false
-        while context.channel.isWritable {
-            let (bytes, ending, more) = stream.take()
-            if let bytes {
-                context.write(wrapOutboundOut(.body(bytes)), promise: nil)
-                wrote = true
+        guard context.channel.isWritable else {
+            // A reader cut while its socket takes nothing (it stopped reading) may never take its
+            // last event: its connection closes after ``lastEventDeadline`` all the same. One
+            // that takes nothing of its stream's start is cut after the stall timeout.
+            if stream.hasEnded {
+                closeLater(context.channel)
+            } else if stream.hasPrelude {
+                armStallTimer(context, stream)
             }
-            if let ending {
-                end(with: ending, context: context)
-                return
-            }
-            if !more { break }
+            return
         }
-        if wrote { context.flush() }
+        let (bytes, ending, more) = stream.take()
+        if let bytes { context.write(wrapOutboundOut(.body(bytes)), promise: nil) }
+        if let ending {
+            end(with: ending, context: context)
+            return
+        }
+        if bytes != nil { context.flush() }
+        if more {
+            let writer = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.execute { writer.value.drain() }
+        }
     }
+
+    /// Cuts a stream whose start waits on a reader that takes nothing: armed while the socket is
+    /// not writable, disarmed when it drains.
+    private var stallTimer: Scheduled<Void>?
+
+    private func armStallTimer(_ context: ChannelHandlerContext, _ stream: EventStream) {
+        guard stallTimer == nil else { return }
+        let writer = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let timeout = stream.stallTimeout
+        stallTimer = context.eventLoop.scheduleDeadline(after: timeout) {
+            writer.value.stallTimer = nil
+            stream.finish(with: EventStream.stalled(timeout))
+        }
+    }
+
+    /// The send buffer the kernel keeps for a stream's socket: without a bound it grows to
+    /// megabytes for a reader that does not read (Linux tunes it up to `tcp_wmem`'s maximum).
+    static let socketSendBuffer: SocketOptionValue = 128 << 10
 
     /// How long a stream's last event may take to reach its reader before the connection
     /// closes anyway (a reader cut for not reading may never take it).
@@ -152,7 +178,11 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if stream != nil, context.channel.isWritable { drain() }
+        if stream != nil, context.channel.isWritable {
+            stallTimer?.cancel()
+            stallTimer = nil
+            drain()
+        }
         context.fireChannelWritabilityChanged()
     }
 
@@ -174,6 +204,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         closeTimer?.cancel()
+        stallTimer?.cancel()
         release()
         context.fireChannelInactive()
     }

@@ -1,5 +1,6 @@
 public import DDP
 import HTTPTypes
+import HashTreeCollections
 
 /// A query over one collection of the session's cache: a Mongo-style selector, a
 /// multi-key sort, skip, limit and a field projection, as `GET /v1/collections/{name}` takes them.
@@ -102,16 +103,25 @@ public struct DocumentQuery: Sendable {
     /// selector reads it; otherwise only the documents that match are built.
     @inline(__always)
     private func match(_ id: String, _ fields: EJSONObject, readsID: Bool) -> EJSONObject? {
+        var work = 0
+        return match(id, fields, readsID: readsID, work: &work)
+    }
+
+    @inline(__always)
+    private func match(_ id: String, _ fields: EJSONObject, readsID: Bool, work: inout Int) -> EJSONObject? {
         if readsID {
             let document = Self.withID(id, fields)
-            return selector.matches(document) ? document : nil
+            return selector.matches(document, work: &work) ? document : nil
         }
-        return selector.matches(fields) ? Self.withID(id, fields) : nil
+        return selector.matches(fields, work: &work) ? Self.withID(id, fields) : nil
     }
 
     /// Runs the query within `budget`, 422 `query-too-expensive` when the scan outlasts it. It runs
-    /// outside the session's connection actor (on a copy of the collection) and yields every 256
-    /// documents, so a heavy query holds up neither the session's upstream traffic nor other requests.
+    /// outside the session's connection actor (on a copy of the collection), counts what each
+    /// document cost to match (``QueryBudget``: a document holding a long array is not one unit),
+    /// and yields whenever it has done a slice of work, so a heavy query holds up neither the
+    /// session's upstream traffic nor other requests, and a budget of 2 s means about 2 s however
+    /// expensive the documents are one by one.
     public func run(on collection: DocumentCache.Collection?, budget: QueryBudget) async throws -> (documents: [EJSONObject], count: Int) {
         guard let collection else { return ([], 0) }
         let readsID = selector.readsID
@@ -120,11 +130,12 @@ public struct DocumentQuery: Sendable {
         // The index's candidates when one answers a condition; else every document.
         let candidates = collection.candidates(for: selector)
         func examine(_ id: String, _ fields: EJSONObject) async throws {
-            if try budget.examined(matches: matches.count) {
+            var work = 0
+            if let document = match(id, fields, readsID: readsID, work: &work) { matches.append((id, document)) }
+            if try budget.spent(work, matches: matches.count) {
                 await Task.yield()
                 try Task.checkCancellation()
             }
-            if let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
         }
         if let candidates {
             for id in candidates { if let fields = collection.documents[id] { try await examine(id, fields) } }
@@ -243,11 +254,19 @@ public struct Projection: Sendable {
     }
 }
 
-/// How long a collection query may scan before it is refused (checked every 256 documents).
+/// How long a collection query may work before it is refused. The clock is read after every
+/// ``checkEvery`` units of work (``Selector/matches(_:work:)``: values tested, array elements and
+/// operator targets gone through), not every so many documents: well under a millisecond of
+/// matching between two looks, whatever one document costs.
 public struct QueryBudget: Sendable {
     let deadline: ContinuousClock.Instant?
     let limit: Duration
     private(set) var examined = 0
+    private(set) var work = 0
+    private var workAtLastCheck = 0
+
+    /// Units of work between two looks at the clock (and two chances to yield).
+    static let checkEvery = 4096
 
     public init(time: Duration, now: ContinuousClock.Instant = .now) {
         deadline = now + time
@@ -261,14 +280,17 @@ public struct QueryBudget: Sendable {
 
     public static let unlimited = QueryBudget()
 
-    /// Counts one document; `true` every 256 (a moment to yield); 422 past the deadline.
-    mutating func examined(matches: Int) throws(BridgeError) -> Bool {
+    /// Counts one document and what matching it cost; `true` after each slice of work (a moment
+    /// to yield); 422 past the deadline.
+    mutating func spent(_ units: Int, matches: Int) throws(BridgeError) -> Bool {
         examined += 1
-        guard examined & 255 == 0 else { return false }
+        work += max(units, 1)
+        guard work - workAtLastCheck >= Self.checkEvery else { return false }
+        workAtLastCheck = work
         guard let deadline, ContinuousClock.now > deadline else { return true }
         throw BridgeError(
             .unprocessableContent, "query-too-expensive",
-            "The query examined \(examined) documents without finishing within \(limit) (the --query-time-budget); narrow the selector",
-            details: ["examined": .int(examined), "matched": .int(matches)])
+            "The query examined \(examined) documents (\(work) units of work) without finishing within \(limit) (the --query-time-budget); narrow the selector",
+            details: ["examined": .int(examined), "matched": .int(matches), "work": .int(work)])
     }
 }

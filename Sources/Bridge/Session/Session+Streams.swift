@@ -1,6 +1,7 @@
 import DDP
 import DDPClient
 import HTTPTypes
+import HashTreeCollections
 import NIOCore
 
 extension Session {
@@ -28,8 +29,10 @@ extension Session {
         }
     }
 
-    /// Registers a stream; its first frames (replay, or reset and snapshot) are taken from the log
-    /// and the cache at one instant, so nothing is missed or doubled.
+    /// Registers a stream; where its first frames come from (the log from a resume position, or
+    /// versions of the cache's collections) is taken at one instant, so nothing is missed or
+    /// doubled. Nothing is copied or matched here: the stream's writer reads the log or walks the
+    /// documents as its socket takes them (``StreamPrelude``), off the client's actor.
     func attach(_ stream: EventStream, start: StreamStart) async throws(BridgeError) {
         try state.withLock { state throws(BridgeError) in try state.machine.admitStream(limit: configuration.maxStreamsPerSession) }
         // The cache is read inside the client actor, where events are delivered (DDPClientEventSink):
@@ -37,35 +40,23 @@ extension Session {
         await client.withCache { cache in
             state.withLock { state in
                 Session.flush(&state, now: configuration.clock.now)
-                let lastID = state.machine.pipeline.log.lastID
-                var replay: [SessionEvent]?
-                if case .resume(let after) = start, stream.filter.selector == nil { replay = state.machine.pipeline.log.events(after: after) }
-                // Only a stream that needs the matching documents scans for them: a live stream
-                // without a live query (the public fan-out's many readers) or a replay costs O(1).
-                var matching: [(collection: String, id: String, document: EJSONObject)] = []
-                if stream.filter.selector != nil || replay == nil, !(start.isLive && stream.filter.selector == nil) {
-                    matching = Self.matchingDocuments(cache, stream.filter)
-                }
-                if stream.filter.selector != nil { stream.setMatching(Set(matching.map(\.id))) }
-                var prelude: EventStream.Prelude?
+                let log = state.machine.pipeline.log
+                let lastID = log.lastID
+                let filter = stream.filter
+                var prelude: StreamPrelude?
                 switch start {
                 case .live:
-                    break
+                    // A live query needs to know which documents are inside it before its first change.
+                    if filter.selector != nil { prelude = StreamPrelude(head: [], walk: walk(cache, filter, emits: false)) }
                 case .snapshot:
-                    prelude = Self.snapshot(matching, id: lastID, reason: "A snapshot follows")
+                    prelude = snapshot(cache, filter, id: lastID, reason: "A snapshot follows")
                 case .resume(let after):
-                    if let replay {
-                        var frames: [ByteBuffer] = []
-                        for event in replay {
-                            if let c = event.collection, let id = event.documentID, !stream.filter.admits(collection: c, id: id) { continue }
-                            frames.append(event.frame)
-                        }
-                        prelude = EventStream.Prelude(head: frames, documents: [], tail: [])
+                    if filter.selector == nil, log.holds(after: after) {
+                        if after < lastID { prelude = StreamPrelude(head: [], replay: replay(after: after, through: lastID)) }
                     } else {
                         let reason =
-                            stream.filter.selector == nil
-                            ? "Event \(after) is no longer in this session's log" : "A live query restarts from a snapshot"
-                        prelude = Self.snapshot(matching, id: lastID, reason: reason)
+                            filter.selector == nil ? "Event \(after) is no longer in this session's log" : "A live query restarts from a snapshot"
+                        prelude = snapshot(cache, filter, id: lastID, reason: reason)
                     }
                 }
                 if let prelude { stream.start(with: prelude) }
@@ -73,6 +64,37 @@ extension Session {
                 state.nextStream += 1
             }
         }
+    }
+
+    /// The log read a page at a time, under the session's lock (the writer holds no lock then).
+    private func replay(after: UInt64, through: UInt64) -> StreamPrelude.Replay {
+        StreamPrelude.Replay(after: after, through: through) { [weak self] after, through, maxBytes in
+            self?.state.withLock { $0.machine.pipeline.log.events(after: after, through: through, maxBytes: maxBytes) } ?? nil
+        }
+    }
+
+    /// The documents a stream's filter may reach, as versions taken now (each O(1)).
+    private func walk(_ cache: DocumentCache, _ filter: StreamFilter, emits: Bool) -> SnapshotWalk {
+        var collections: [(name: String, documents: SnapshotWalk.Documents)] = []
+        for name in cache.collections.keys.sorted() where filter.collections?.contains(name) ?? true {
+            guard let documents = cache.collections[name]?.documents else { continue }
+            if let id = filter.documentID {
+                if let document = documents[id] { collections.append((name, [id: document])) }
+            } else {
+                collections.append((name, documents))
+            }
+        }
+        return SnapshotWalk(collections: collections, filter: filter, emits: emits, limit: configuration.queryTimeBudget)
+    }
+
+    /// `reset`, `added` for each matching document, then the `snapshot` marker — produced as the
+    /// consumer reads. Only the marker carries an id (the log position the snapshot reflects): a
+    /// consumer that drops halfway through has not moved its `Last-Event-ID`, so it gets the
+    /// reset and the whole snapshot again.
+    private func snapshot(_ cache: DocumentCache, _ filter: StreamFilter, id: UInt64, reason: String) -> StreamPrelude {
+        StreamPrelude(
+            head: [ByteBuffer(bytes: SSEFrame.encode(id: nil, event: "reset", data: ["reason": .string(reason)]))],
+            walk: walk(cache, filter, emits: true), marker: id)
     }
 
     /// The id of the newest event in the session's log (pending changes flushed first): a stream
@@ -92,31 +114,6 @@ extension Session {
         }
     }
 
-    static func matchingDocuments(_ cache: DocumentCache, _ filter: StreamFilter) -> [(collection: String, id: String, document: EJSONObject)] {
-        var out: [(collection: String, id: String, document: EJSONObject)] = []
-        for name in cache.collections.keys.sorted() where filter.collections?.contains(name) ?? true {
-            let documents = cache.collections[name]!.documents
-            if let id = filter.documentID {
-                if let document = documents[id], filter.matches(collection: name, id: id, document: document) { out.append((name, id, document)) }
-                continue
-            }
-            for id in documents.keys.sorted() where filter.matches(collection: name, id: id, document: documents[id]!) {
-                out.append((name, id, documents[id]!))
-            }
-        }
-        return out
-    }
-
-    /// `reset`, `added` for each document, then the `snapshot` marker — written as the consumer
-    /// reads (``EventStream/Prelude``). Only the marker carries an id (the log position the
-    /// snapshot reflects): a consumer that drops halfway through has not moved its
-    /// `Last-Event-ID`, so it gets the reset and the whole snapshot again.
-    static func snapshot(_ documents: [(collection: String, id: String, document: EJSONObject)], id: UInt64, reason: String) -> EventStream.Prelude {
-        EventStream.Prelude(
-            head: [ByteBuffer(bytes: SSEFrame.encode(id: nil, event: "reset", data: ["reason": .string(reason)]))],
-            documents: documents[...],
-            tail: [ByteBuffer(bytes: SSEFrame.encode(id: id, event: "snapshot", data: ["count": .int(documents.count)]))])
-    }
 }
 
 extension ConnectionState {

@@ -1,3 +1,5 @@
+public import HashTreeCollections
+
 /// The merged view of every subscription's documents, as Meteor's client keeps it:
 /// one document per collection and id, fields set by `added`/`changed`, removed by
 /// `cleared` and `removed`, with an order for collections fed by `addedBefore`/`movedBefore`.
@@ -6,7 +8,10 @@
 /// consumer can report exactly what happened.
 public struct DocumentCache: Sendable, Equatable {
     public struct Collection: Sendable, Equatable {
-        public internal(set) var documents: [String: EJSONObject] = [:]
+        /// A persistent hash map (structure shared between versions): a copy is O(1) and a
+        /// change to one copy rebuilds only the path to the entry it touches, so a reader walking
+        /// a copy (a stream's snapshot, a query) pins only what changed since it took it.
+        public internal(set) var documents: TreeDictionary<String, EJSONObject> = [:]
         /// Present only for ordered collections.
         public internal(set) var order: [String]? = nil
         /// Indexes of top-level fields that queries asked for (``FieldIndex``), kept by every change.

@@ -1,3 +1,5 @@
+import HashTreeCollections
+
 /// An index of one top-level field of a collection: each document's value of the field (each
 /// element, for an array: Mongo's conditions match an array by any of its elements) with the
 /// document's id, in the EJSON order (``EJSON/compare(_:_:)``). An equality or range condition
@@ -23,7 +25,7 @@ public struct FieldIndex: Sendable {
     /// When a query last used it (an instant the owner passes in).
     var lastUsed: ContinuousClock.Instant
 
-    init(field: String, documents: [String: EJSONObject], at now: ContinuousClock.Instant) {
+    init(field: String, documents: TreeDictionary<String, EJSONObject>, at now: ContinuousClock.Instant) {
         self.field = field
         self.lastUsed = now
         var entries: [Entry] = []

@@ -20,7 +20,7 @@ extension Selector {
         case .equals(let target):
             return FieldIndex.isOrdered(target) ? .values([target]) : nil
         case .in(let set):
-            let targets = set.strings.sorted().map(EJSON.string) + set.others
+            let targets = Array(set.values)
             return targets.allSatisfy(FieldIndex.isOrdered) ? .values(targets) : nil
         case .compare(let op, let target):
             guard FieldIndex.isOrdered(target) else { return nil }

@@ -58,7 +58,15 @@ public struct Selector: Sendable, Equatable {
     }
 
     public func matches(_ document: EJSONObject) -> Bool {
-        Self.evaluate(clause, document)
+        var work = 0
+        return Self.evaluate(clause, document, &work)
+    }
+
+    /// Matches and adds to `work` what the match cost: one unit per value tested, per element of
+    /// an array gone through and per target of an operator compared one by one (``Selector/Work``).
+    /// What a budget counts: a document is not one unit when it holds a 100,000-element array.
+    public func matches(_ document: EJSONObject, work: inout Int) -> Bool {
+        Self.evaluate(clause, document, &work)
     }
 
     /// Whether any test of the selector reads the document's `_id` (a query that does not need
@@ -138,16 +146,19 @@ public struct Selector: Sendable, Equatable {
 
     // MARK: - Matching
 
-    static func evaluate(_ clause: Clause, _ document: EJSONObject) -> Bool {
+    static func evaluate(_ clause: Clause, _ document: EJSONObject, _ work: inout Int) -> Bool {
         switch clause {
-        case .and(let parts): return parts.allSatisfy { evaluate($0, document) }
-        case .or(let parts): return parts.contains { evaluate($0, document) }
-        case .nor(let parts): return !parts.contains { evaluate($0, document) }
+        case .and(let parts): return parts.allSatisfy { evaluate($0, document, &work) }
+        case .or(let parts): return parts.contains { evaluate($0, document, &work) }
+        case .nor(let parts): return !parts.contains { evaluate($0, document, &work) }
         case .field(let path, let test):
+            work += 1
             // Most paths pass through objects only and reach one value (or none): tested as it
             // is, without collecting candidates. A path that meets an array on its way fans out.
-            if let reached = directValue(document, path) { return test.matches(one: reached) }
-            return test.matches(candidates(.object(document), path[...]))
+            if let reached = directValue(document, path) { return test.matches(one: reached, &work) }
+            let values = candidates(.object(document), path[...])
+            work += values.count
+            return test.matches(values, &work)
         }
     }
 
@@ -193,47 +204,55 @@ public struct Selector: Sendable, Equatable {
 
 extension Selector.FieldTest {
     /// Whether any reached value passes (Mongo's semantics), with `$ne`/`$nin` negated over all.
-    func matches(_ values: [EJSON?]) -> Bool {
+    func matches(_ values: [EJSON?], _ work: inout Int) -> Bool {
         switch self {
-        case .notEquals(let v): return !Self.equals(v).matches(values)
-        case .notIn(let set): return !Self.in(set).matches(values)
-        case .not(let inner): return !inner.matches(values)
-        case .allOf(let tests): return tests.allSatisfy { $0.matches(values) }
+        case .notEquals(let v): return !Self.equals(v).matches(values, &work)
+        case .notIn(let set): return !Self.in(set).matches(values, &work)
+        case .not(let inner): return !inner.matches(values, &work)
+        case .allOf(let tests): return tests.allSatisfy { $0.matches(values, &work) }
         case .exists(let wanted): return values.contains { $0 != nil } == wanted
-        default: return values.contains { matchesOne($0) }
+        default: return values.contains { matchesOne($0, &work) }
         }
     }
 
     /// `matches([value])` for the one value a path reached, without building the array.
-    func matches(one value: EJSON?) -> Bool {
+    func matches(one value: EJSON?, _ work: inout Int) -> Bool {
         switch self {
-        case .notEquals(let v): return !Self.equals(v).matchesOne(value)
-        case .notIn(let set): return !Self.in(set).matchesOne(value)
-        case .not(let inner): return !inner.matches(one: value)
-        case .allOf(let tests): return tests.allSatisfy { $0.matches(one: value) }
+        case .notEquals(let v): return !Self.equals(v).matchesOne(value, &work)
+        case .notIn(let set): return !Self.in(set).matchesOne(value, &work)
+        case .not(let inner): return !inner.matches(one: value, &work)
+        case .allOf(let tests): return tests.allSatisfy { $0.matches(one: value, &work) }
         case .exists(let wanted): return (value != nil) == wanted
-        default: return matchesOne(value)
+        default: return matchesOne(value, &work)
         }
     }
 
-    private func matchesOne(_ value: EJSON?) -> Bool {
+    private func matchesOne(_ value: EJSON?, _ work: inout Int) -> Bool {
         switch self {
         case .equals(let target):
             guard let value else { return target.isNull }
             if value == target { return true }
-            if case .array(let elements) = value { return elements.contains { $0 == target } }
+            if case .array(let elements) = value {
+                work += elements.count
+                return elements.contains { $0 == target }
+            }
             return false
         case .in(let targets):
-            // Mongo's `$in`: equality with any target, or an array holding one (a hashed lookup
-            // for string targets, so 2,000 values cost one lookup per document, not 2,000).
+            // Mongo's `$in`: equality with any target, or an array holding one: one hashed
+            // lookup per value, whatever the targets' type and number.
             guard let value else { return targets.containsNull }
             if targets.contains(value) { return true }
-            if case .array(let elements) = value { return elements.contains { targets.contains($0) } }
+            if case .array(let elements) = value {
+                work += elements.count
+                return elements.contains { targets.contains($0) }
+            }
             return false
         case .compare(let op, let target):
             guard let value else { return false }
             if case .array(let elements) = value, !(target.arrayValue != nil) {
-                return elements.contains { Self.compare(op: op, target).matchesOne($0) }
+                work += elements.count
+                var ignored = 0
+                return elements.contains { Self.compare(op: op, target).matchesOne($0, &ignored) }
             }
             guard value.typeOrder == target.typeOrder else { return false }
             let c = EJSON.compare(value, target)
@@ -248,15 +267,24 @@ extension Selector.FieldTest {
             return false
         case .all(let targets):
             guard case .array(let elements)? = value else { return false }
-            return targets.allSatisfy { t in elements.contains { $0 == t } }
+            // A few targets over a short array: compared one by one; else the elements go into a
+            // hashed set once, so the cost is elements + targets, not their product.
+            if targets.count * elements.count <= 256 {
+                work += targets.count * elements.count
+                return targets.allSatisfy { t in elements.contains { $0 == t } }
+            }
+            work += elements.count + targets.count
+            let present = Set(elements)
+            return targets.allSatisfy { present.contains($0) }
         case .elemMatch(let selector):
             guard case .array(let elements)? = value else { return false }
             return elements.contains { element in
-                if case .object(let o) = element { return selector.matches(o) }
+                work += 1
+                if case .object(let o) = element { return selector.matches(o, work: &work) }
                 return false
             }
         case .notEquals, .notIn, .not, .allOf, .exists:
-            return matches(one: value)
+            return matches(one: value, &work)
         }
     }
 }
