@@ -50,7 +50,7 @@ import Testing
         case .or(let parts): return parts.contains { general($0, document) }
         case .nor(let parts): return !parts.contains { general($0, document) }
         case .field(let path, let test):
-            var work = 0
+            var work = Selector.Work()
             return test.matches(Selector.candidates(document, path[...]), &work)
         }
     }

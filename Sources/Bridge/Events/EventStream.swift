@@ -120,10 +120,29 @@ final class EventStream: Sendable {
             enqueue(event.frame, into: &wakeups)
             return
         }
-        let inside = event.document.map { selector.matches(DocumentQuery.withID(id, $0)) } ?? false
+        guard let inside = liveMatch(selector, id, event.document) else { return }
         if let frame = state.withLock({ state in Self.liveQueryFrame(event, collection: collection, id: id, inside: inside, state: &state) }) {
             enqueue(frame, into: &wakeups)
         }
+    }
+
+    /// The most work one change may cost a live query (``Selector/Work``): its match runs where
+    /// changes are delivered, on the session's connection loop. A selector that needs more for
+    /// one document ends its stream (a first match is bounded by the query time budget instead).
+    static let liveMatchCeiling = 250_000
+
+    /// Whether a changed document is inside the live query (`false` once removed); `nil` when
+    /// matching it costs more than ``liveMatchCeiling``: the stream is ended.
+    private func liveMatch(_ selector: Selector, _ id: String, _ document: EJSONObject?) -> Bool? {
+        guard let document else { return false }
+        var work = Selector.Work(ceiling: Self.liveMatchCeiling, every: 4096)
+        let inside = selector.matches(DocumentQuery.withID(id, document), work: &work)
+        guard work.isStopped else { return inside }
+        finish(
+            with: SnapshotWalk.tooExpensive(
+                "Matching one changed document against the stream's selector took more than \(Self.liveMatchCeiling) units of work; narrow the selector"
+            ))
+        return nil
     }
 
     /// Keeps `event` for later while the live query's first match runs: `.some` (with the
@@ -183,9 +202,14 @@ final class EventStream: Sendable {
             }
             first = false
             guard let held else { return }
-            let insides = held.map { event -> Bool in
-                guard let id = event.documentID, let document = event.document else { return false }
-                return selector.matches(DocumentQuery.withID(id, document))
+            var insides: [Bool] = []
+            for event in held {
+                guard let id = event.documentID else {
+                    insides.append(false)
+                    continue
+                }
+                guard let inside = liveMatch(selector, id, event.document) else { return }
+                insides.append(inside)
             }
             var wakeups = Wakeups()
             for (event, inside) in zip(held, insides) {

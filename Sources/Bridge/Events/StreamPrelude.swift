@@ -127,12 +127,13 @@ struct SnapshotWalk: Sendable {
     }
 
     /// Matches documents until `budget` bytes of frames are out or `slice` of time is spent; the
-    /// clock is read every few units of work (``Selector/matches(_:work:)``).
+    /// clock is read every few units of work (``Selector/Work``), inside a document too.
     mutating func step(into out: inout [ByteBuffer], bytes: inout Int, budget: Int, slice: Duration) -> Outcome {
         guard !isFinished else { return .finished }
         let clock = ContinuousClock()
         let started = clock.now
-        var work = 0
+        let (before, limit) = (spent, self.limit)
+        var work = Selector.Work(every: 256) { before + (clock.now - started) > limit }
         var nextLook = 256
         defer { spent += clock.now - started }
         while current < collections.count {
@@ -141,8 +142,13 @@ struct SnapshotWalk: Sendable {
             while index != documents.endIndex {
                 let (id, document) = documents[index]
                 index = documents.index(after: index)
-                work += 1
-                if matches(collection: collections[current].name, id: id, document: document, work: &work) {
+                work.add(1)
+                let inside = matches(collection: collections[current].name, id: id, document: document, work: &work)
+                if work.isStopped {
+                    position = index
+                    return .overBudget(overBudget(before + (clock.now - started)))
+                }
+                if inside {
                     if tracksMatching { matching.insert(id) }
                     if emits {
                         let frame = Self.added(collections[current].name, id, document)
@@ -155,14 +161,9 @@ struct SnapshotWalk: Sendable {
                     position = index
                     return .more
                 }
-                if work >= nextLook {
-                    nextLook = work + 256
-                    let elapsed = clock.now - started
-                    if spent + elapsed > limit {
-                        position = index
-                        return .overBudget(overBudget(spent + elapsed))
-                    }
-                    if elapsed >= slice {
+                if work.units >= nextLook {
+                    nextLook = work.units + 256
+                    if clock.now - started >= slice {
                         position = index
                         return .more
                     }
@@ -176,7 +177,7 @@ struct SnapshotWalk: Sendable {
         return .finished
     }
 
-    private func matches(collection: String, id: String, document: EJSONObject, work: inout Int) -> Bool {
+    private func matches(collection: String, id: String, document: EJSONObject, work: inout Selector.Work) -> Bool {
         guard filter.admits(collection: collection, id: id) else { return false }
         guard let selector = filter.selector else { return true }
         return selector.matches(DocumentQuery.withID(id, document), work: &work)
@@ -188,13 +189,18 @@ struct SnapshotWalk: Sendable {
     }
 
     private func overBudget(_ spent: Duration) -> [UInt8] {
+        Self.tooExpensive(
+            "The stream's selector spent \(spent) matching documents without finishing within \(limit) (the --query-time-budget); narrow the selector"
+        )
+    }
+
+    /// A live query's last event when matching costs more than it may.
+    static func tooExpensive(_ reason: String) -> [UInt8] {
         SSEFrame.encode(
             id: nil, event: "error",
             data: [
                 "error": "query-too-expensive",
-                "reason": .string(
-                    "The stream's selector spent \(spent) matching documents without finishing within \(limit) (the --query-time-budget); narrow the selector"
-                )
+                "reason": .string(reason)
             ])
     }
 }

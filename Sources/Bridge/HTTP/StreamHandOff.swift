@@ -101,7 +101,8 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Writes what the stream has, while the socket takes it; ends the response with the stream.
     /// A step of a prelude (a page of the log, a slice of a snapshot's walk) is one job of the
-    /// loop: the next step is a new job, so the loop's other connections get their turn between.
+    /// loop: the next step is a job due a moment later, so the loop's other connections get
+    /// their turn between.
     func drain() {
         guard let context, let stream, !ended else { return }
         guard context.channel.isWritable else {
@@ -123,10 +124,16 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if bytes != nil { context.flush() }
         if more {
+            // Not `execute`: a loop runs the jobs queued by its jobs before it looks at its
+            // sockets again, so a chain of steps would hold them all. A job due a moment later
+            // lets the loop poll its sockets (and accept connections) between two steps.
             let writer = NIOLoopBound(self, eventLoop: context.eventLoop)
-            context.eventLoop.execute { writer.value.drain() }
+            context.eventLoop.scheduleTask(in: Self.stepPause) { writer.value.drain() }
         }
     }
+
+    /// The pause between two steps of a prelude: the loop polls its sockets meanwhile.
+    static let stepPause: TimeAmount = .microseconds(20)
 
     /// Cuts a stream whose start waits on a reader that takes nothing: armed while the socket is
     /// not writable, disarmed when it drains.

@@ -103,12 +103,12 @@ public struct DocumentQuery: Sendable {
     /// selector reads it; otherwise only the documents that match are built.
     @inline(__always)
     private func match(_ id: String, _ fields: EJSONObject, readsID: Bool) -> EJSONObject? {
-        var work = 0
+        var work = Selector.Work()
         return match(id, fields, readsID: readsID, work: &work)
     }
 
     @inline(__always)
-    private func match(_ id: String, _ fields: EJSONObject, readsID: Bool, work: inout Int) -> EJSONObject? {
+    private func match(_ id: String, _ fields: EJSONObject, readsID: Bool, work: inout Selector.Work) -> EJSONObject? {
         if readsID {
             let document = Self.withID(id, fields)
             return selector.matches(document, work: &work) ? document : nil
@@ -116,23 +116,27 @@ public struct DocumentQuery: Sendable {
         return selector.matches(fields, work: &work) ? Self.withID(id, fields) : nil
     }
 
-    /// Runs the query within `budget`, 422 `query-too-expensive` when the scan outlasts it. It runs
-    /// outside the session's connection actor (on a copy of the collection), counts what each
-    /// document cost to match (``QueryBudget``: a document holding a long array is not one unit),
-    /// and yields whenever it has done a slice of work, so a heavy query holds up neither the
-    /// session's upstream traffic nor other requests, and a budget of 2 s means about 2 s however
-    /// expensive the documents are one by one.
+    /// Runs the query within `budget`, 422 `query-too-expensive` when the work outlasts it. It
+    /// runs outside the session's connection actor (on a copy of the collection), and its budget
+    /// is read as it works (``QueryBudget``: every few thousand units of work, inside a document
+    /// too: one holding a long array is not one unit), so a budget of 2 s means about 2 s however
+    /// expensive the documents are one by one; it yields after each slice of work, so a heavy
+    /// query holds up neither the session's upstream traffic nor other requests.
     public func run(on collection: DocumentCache.Collection?, budget: QueryBudget) async throws -> (documents: [EJSONObject], count: Int) {
         guard let collection else { return ([], 0) }
         let readsID = selector.readsID
-        var budget = budget
+        var work = budget.meter()
+        var examined = 0
+        var yieldedAt = 0
         var matches: [(id: String, document: EJSONObject)] = []
         // The index's candidates when one answers a condition; else every document.
         let candidates = collection.candidates(for: selector)
         func examine(_ id: String, _ fields: EJSONObject) async throws {
-            var work = 0
+            examined += 1
             if let document = match(id, fields, readsID: readsID, work: &work) { matches.append((id, document)) }
-            if try budget.spent(work, matches: matches.count) {
+            if work.isStopped { throw budget.refusal(examined: examined, matches: matches.count, work: work.units) }
+            if work.units - yieldedAt >= QueryBudget.checkEvery {
+                yieldedAt = work.units
                 await Task.yield()
                 try Task.checkCancellation()
             }
@@ -254,16 +258,13 @@ public struct Projection: Sendable {
     }
 }
 
-/// How long a collection query may work before it is refused. The clock is read after every
-/// ``checkEvery`` units of work (``Selector/matches(_:work:)``: values tested, array elements and
-/// operator targets gone through), not every so many documents: well under a millisecond of
-/// matching between two looks, whatever one document costs.
+/// How long a collection query may work before it is refused. The clock is read every
+/// ``checkEvery`` units of work (``Selector/Work``: values tested, array elements and operator
+/// targets gone through), inside a document too, not every so many documents: well under a
+/// millisecond of matching between two looks, whatever one document costs.
 public struct QueryBudget: Sendable {
     let deadline: ContinuousClock.Instant?
     let limit: Duration
-    private(set) var examined = 0
-    private(set) var work = 0
-    private var workAtLastCheck = 0
 
     /// Units of work between two looks at the clock (and two chances to yield).
     static let checkEvery = 4096
@@ -280,15 +281,15 @@ public struct QueryBudget: Sendable {
 
     public static let unlimited = QueryBudget()
 
-    /// Counts one document and what matching it cost; `true` after each slice of work (a moment
-    /// to yield); 422 past the deadline.
-    mutating func spent(_ units: Int, matches: Int) throws(BridgeError) -> Bool {
-        examined += 1
-        work += max(units, 1)
-        guard work - workAtLastCheck >= Self.checkEvery else { return false }
-        workAtLastCheck = work
-        guard let deadline, ContinuousClock.now > deadline else { return true }
-        throw BridgeError(
+    /// The meter one query's matching runs under: it stops once the deadline has passed.
+    func meter() -> Selector.Work {
+        guard let deadline else { return Selector.Work() }
+        return Selector.Work(every: Self.checkEvery) { ContinuousClock.now > deadline }
+    }
+
+    /// 422 `query-too-expensive`, with what was done.
+    func refusal(examined: Int, matches: Int, work: Int) -> BridgeError {
+        BridgeError(
             .unprocessableContent, "query-too-expensive",
             "The query examined \(examined) documents (\(work) units of work) without finishing within \(limit) (the --query-time-budget); narrow the selector",
             details: ["examined": .int(examined), "matched": .int(matches), "work": .int(work)])

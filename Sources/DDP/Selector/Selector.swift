@@ -58,14 +58,13 @@ public struct Selector: Sendable, Equatable {
     }
 
     public func matches(_ document: EJSONObject) -> Bool {
-        var work = 0
+        var work = Work()
         return Self.evaluate(clause, document, &work)
     }
 
-    /// Matches and adds to `work` what the match cost: one unit per value tested, per element of
-    /// an array gone through and per target of an operator compared one by one (``Selector/Work``).
-    /// What a budget counts: a document is not one unit when it holds a 100,000-element array.
-    public func matches(_ document: EJSONObject, work: inout Int) -> Bool {
+    /// Matches, adding what it cost to `work` (``Selector/Work``); once `work` is stopped the
+    /// answer means nothing and matching ends at once.
+    public func matches(_ document: EJSONObject, work: inout Work) -> Bool {
         Self.evaluate(clause, document, &work)
     }
 
@@ -146,18 +145,19 @@ public struct Selector: Sendable, Equatable {
 
     // MARK: - Matching
 
-    static func evaluate(_ clause: Clause, _ document: EJSONObject, _ work: inout Int) -> Bool {
+    static func evaluate(_ clause: Clause, _ document: EJSONObject, _ work: inout Work) -> Bool {
+        if work.isStopped { return false }
         switch clause {
         case .and(let parts): return parts.allSatisfy { evaluate($0, document, &work) }
         case .or(let parts): return parts.contains { evaluate($0, document, &work) }
         case .nor(let parts): return !parts.contains { evaluate($0, document, &work) }
         case .field(let path, let test):
-            work += 1
+            work.add(1)
             // Most paths pass through objects only and reach one value (or none): tested as it
             // is, without collecting candidates. A path that meets an array on its way fans out.
             if let reached = directValue(document, path) { return test.matches(one: reached, &work) }
             let values = candidates(.object(document), path[...])
-            work += values.count
+            work.add(values.count)
             return test.matches(values, &work)
         }
     }
@@ -204,7 +204,7 @@ public struct Selector: Sendable, Equatable {
 
 extension Selector.FieldTest {
     /// Whether any reached value passes (Mongo's semantics), with `$ne`/`$nin` negated over all.
-    func matches(_ values: [EJSON?], _ work: inout Int) -> Bool {
+    func matches(_ values: [EJSON?], _ work: inout Selector.Work) -> Bool {
         switch self {
         case .notEquals(let v): return !Self.equals(v).matches(values, &work)
         case .notIn(let set): return !Self.in(set).matches(values, &work)
@@ -216,7 +216,7 @@ extension Selector.FieldTest {
     }
 
     /// `matches([value])` for the one value a path reached, without building the array.
-    func matches(one value: EJSON?, _ work: inout Int) -> Bool {
+    func matches(one value: EJSON?, _ work: inout Selector.Work) -> Bool {
         switch self {
         case .notEquals(let v): return !Self.equals(v).matchesOne(value, &work)
         case .notIn(let set): return !Self.in(set).matchesOne(value, &work)
@@ -227,14 +227,16 @@ extension Selector.FieldTest {
         }
     }
 
-    private func matchesOne(_ value: EJSON?, _ work: inout Int) -> Bool {
+    private func matchesOne(_ value: EJSON?, _ work: inout Selector.Work) -> Bool {
         switch self {
         case .equals(let target):
             guard let value else { return target.isNull }
             if value == target { return true }
             if case .array(let elements) = value {
-                work += elements.count
-                return elements.contains { $0 == target }
+                return elements.contains { element in
+                    work.add(1)
+                    return work.isStopped || element == target
+                }
             }
             return false
         case .in(let targets):
@@ -243,16 +245,20 @@ extension Selector.FieldTest {
             guard let value else { return targets.containsNull }
             if targets.contains(value) { return true }
             if case .array(let elements) = value {
-                work += elements.count
-                return elements.contains { targets.contains($0) }
+                return elements.contains { element in
+                    work.add(1)
+                    return work.isStopped || targets.contains(element)
+                }
             }
             return false
         case .compare(let op, let target):
             guard let value else { return false }
             if case .array(let elements) = value, !(target.arrayValue != nil) {
-                work += elements.count
-                var ignored = 0
-                return elements.contains { Self.compare(op: op, target).matchesOne($0, &ignored) }
+                let test = Self.compare(op: op, target)
+                return elements.contains { element in
+                    work.add(1)
+                    return work.isStopped || test.matchesOne(element, &work)
+                }
             }
             guard value.typeOrder == target.typeOrder else { return false }
             let c = EJSON.compare(value, target)
@@ -270,16 +276,18 @@ extension Selector.FieldTest {
             // A few targets over a short array: compared one by one; else the elements go into a
             // hashed set once, so the cost is elements + targets, not their product.
             if targets.count * elements.count <= 256 {
-                work += targets.count * elements.count
+                work.add(targets.count * elements.count)
                 return targets.allSatisfy { t in elements.contains { $0 == t } }
             }
-            work += elements.count + targets.count
+            work.add(elements.count + targets.count)
+            if work.isStopped { return false }
             let present = Set(elements)
             return targets.allSatisfy { present.contains($0) }
         case .elemMatch(let selector):
             guard case .array(let elements)? = value else { return false }
             return elements.contains { element in
-                work += 1
+                work.add(1)
+                if work.isStopped { return true }
                 if case .object(let o) = element { return selector.matches(o, work: &work) }
                 return false
             }
