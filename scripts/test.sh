@@ -51,7 +51,7 @@ swift test --disable-xctest 2>&1 | tee .build/test-output.txt
 # lateness while the in-process DDP server publishes 30,000 documents.
 stage "heavy Swift tests"
 DDP_BRIDGE_HEAVY_TESTS=1 swift test --disable-xctest --skip-build --no-parallel \
-    --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops" \
+    --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops" \
     2>&1 | tee .build/test-output-heavy.txt
 
 # Fuzzing, bounded: each libFuzzer target (EJSON, DDP messages, selectors) for 20 s, seeded with

@@ -59,7 +59,12 @@ public enum BridgeApplication {
             }
         }
         let application = Application(
-            router: router, server: server, configuration: http, services: [registry, fanout, probe], onServerRunning: onServerRunning,
+            router: router, server: server, configuration: http, services: [registry, fanout, probe],
+            onServerRunning: { channel in
+                // The listening socket keeps accepting while the request path is saturated.
+                try? await channel.pipeline.addHandler(AcceptWhileBusy(), position: .first)
+                await onServerRunning(channel)
+            },
             eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)
         return (application, registry)
     }

@@ -110,6 +110,82 @@ import Testing
         }
     }
 
+    /// A probe on a connection opened while every worker of the concurrency pool is busy is
+    /// answered at once, as a load balancer's or Kubernetes' check (a new connection each time)
+    /// needs. Before the fix a new connection waited for a worker (18.9 s behind expensive
+    /// queries) while a kept-alive one was answered: accepted connections were handed to the
+    /// server's accept loop, a task, before anything read them.
+    /// Heavy (it blocks the pool): run on its own by the test command.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["DDP_BRIDGE_HEAVY_TESTS"] != nil))
+    func probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let (arrivals, arrival) = AsyncStream<ContinuousClock.Instant>.makeStream()
+            let sent = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+            // 30 probes, each on a new connection opened once the one before was answered, by an
+            // event loop from 300 ms on: by then every worker is blocked below.
+            let probes = 30
+            let loop = MultiThreadedEventLoopGroup.singleton.next()
+            let answered = NIOLockedValueBox(0)
+            @Sendable func probe() {
+                _ = ClientBootstrap(group: loop)
+                    .channelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(
+                                ResponseCounter(expected: 1) {
+                                    channel.close(promise: nil)
+                                    let count = answered.withLockedValue { count in
+                                        count += 1
+                                        return count
+                                    }
+                                    if count == probes {
+                                        arrival.yield(.now)
+                                        arrival.finish()
+                                    } else {
+                                        probe()
+                                    }
+                                })
+                        }
+                    }
+                    .connect(host: "127.0.0.1", port: port)
+                    .flatMap { channel in channel.writeAndFlush(ByteBuffer(string: "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")) }
+            }
+            loop.scheduleTask(in: .milliseconds(300)) {
+                sent.withLockedValue { $0 = .now }
+                probe()
+            }
+            let workers = ProcessInfo.processInfo.activeProcessorCount + 2
+            let freed = await withTaskGroup(of: ContinuousClock.Instant.self) { group in
+                for _ in 0..<workers {
+                    group.addTask {
+                        occupyThisThread(seconds: 1.5)
+                        return .now
+                    }
+                }
+                var ends: [ContinuousClock.Instant] = []
+                for await end in group { ends.append(end) }
+                return ends.min()
+            }
+            let last = await withTaskGroup(of: ContinuousClock.Instant?.self) { group in
+                group.addTask { await arrivals.first { _ in true } }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(10))
+                    return nil
+                }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
+            let firstFree = try #require(freed)
+            let sentAt = try #require(sent.withLockedValue { $0 }, "the probes were never sent")
+            let lastAt = try #require(last, "only \(answered.withLockedValue { $0 }) of \(probes) probes were answered within 10 s")
+            #expect(sentAt < firstFree, "the probes were sent only after a worker was free again")
+            #expect(
+                lastAt < firstFree,
+                "the last probe was answered only after a worker was free: \(lastAt - sentAt) after the first was sent")
+        }
+    }
+
     /// The in-process DDP server publishing 30,000 documents does not hold the event loops it
     /// shares with the bridge (the demo runs both in one process): each frame written is a task
     /// for the loop, and all 30,000 queued at once held a loop — every connection on it, probes
