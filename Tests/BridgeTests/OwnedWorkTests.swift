@@ -179,3 +179,34 @@ final class SilentReader: Sendable {
         func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
     }
 }
+
+@Suite struct PublicMemoryShareTests {
+    /// Before the fix the public pool's connections counted in the memory budget's total only:
+    /// one anonymous address held 76% of a budget through three public readers, and everyone
+    /// else's public subscriptions were refused. Now what a public subscription loads is charged
+    /// to the address that placed it, within the anonymous share, until it is released.
+    @Test func oneAddressCannotTakeTheMemoryThroughPublicSubscriptions() async throws {
+        try await PublicFanoutTests.run(
+            "bulk(*),tasks(*)",
+            configure: {
+                $0.memoryBudget = 8 << 20
+                $0.memoryShareAnonymous = 5  // ~420 KB
+                $0.trustedProxies = [IPRange("127.0.0.1")!]
+                $0.publicConnections = 4
+            }
+        ) { h, _ in
+            func from(_ address: String) -> HTTPFields { [.init("X-Forwarded-For")!: address] }
+            // ~2 MB from one address: stopped past its anonymous share.
+            let greedy = try await h.request(
+                .get, "/v1/public/collections/bulk?subscribe=bulk&params=%5B2000%5D&limit=1", headers: from("203.0.113.5"))
+            expectError(greedy, .tooManyRequests, "memory-share-exhausted")
+            // Its next distinct public subscription is refused before anything is sent upstream.
+            let again = try await h.request(.get, "/v1/public/collections/bulk?subscribe=bulk&params=%5B10%5D&limit=1", headers: from("203.0.113.5"))
+            expectError(again, .tooManyRequests, "memory-share-exhausted")
+            // Another address is served.
+            let other = try await h.request(
+                .get, "/v1/public/collections/bulk?subscribe=bulk&params=%5B20%5D&limit=1", headers: from("198.51.100.20"))
+            #expect(other.status == .ok && other["count"] == 20, "\(other.text.prefix(300))")
+        }
+    }
+}

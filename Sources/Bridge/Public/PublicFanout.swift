@@ -139,8 +139,9 @@ public final class PublicFanout: Service, Sendable {
             }
             let counts = state.connections.map(\.subscriptionCount)
             guard counts.reduce(0, +) < configuration.publicMaxSubscriptions else { throw refusal(configuration.publicMaxSubscriptions) }
-            // A new subscription loads documents: the memory budget must have room (the pool counts in the total only).
-            try budget.admit(nil, anonymous: true)
+            // A new subscription loads documents: the memory budget, and this address's anonymous
+            // share, must have room (what it loads is charged to the address: ``BudgetAccount``).
+            try budget.admit(address, anonymous: true)
             let share = configuration.publicMaxSubscriptionsPerAddress
             guard state.madeBy[address, default: 0] < share else {
                 throw BridgeError(
@@ -162,6 +163,7 @@ public final class PublicFanout: Service, Sendable {
                 session = state.connections[fewest]
             }
             let id = try session.acquireSubscription(name, params, limit: .max, refusal: refusal)
+            session.account.place(address)
             state.makers[SharedSubscriptions.key(name, params)] = address
             state.madeBy[address, default: 0] += 1
             return (session, id)
@@ -170,13 +172,21 @@ public final class PublicFanout: Service, Sendable {
 
     /// Gives each address back its share of the subscriptions no connection holds any more.
     private func forgetStopped() {
-        state.withLock { state in
-            guard !state.makers.isEmpty else { return }
+        let (released, connections) = state.withLock { state -> ([String], [Session]) in
+            guard !state.makers.isEmpty else { return ([], []) }
+            var released: [String] = []
             for (key, address) in state.makers where !state.connections.contains(where: { $0.holdsSubscription(key: key) }) {
                 state.makers[key] = nil
                 let left = state.madeBy[address, default: 1] - 1
                 state.madeBy[address] = left > 0 ? left : nil
+                if left <= 0 { released.append(address) }
             }
+            return (released, state.connections)
+        }
+        // An address that holds no public subscription any more is charged with none of the
+        // pool's memory (the budget's lock is not taken under the fan-out's).
+        for address in released {
+            for connection in connections { connection.account.release(address, from: budget) }
         }
     }
 

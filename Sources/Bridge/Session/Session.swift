@@ -60,6 +60,8 @@ public final class Session: Sendable {
 
     let metrics: BridgeMetrics
     let budget: MemoryBudget
+    /// Whom what the session holds is charged to.
+    let account: BudgetAccount
 
     init(
         owner: Owner, configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, budget: MemoryBudget,
@@ -87,9 +89,11 @@ public final class Session: Sendable {
         // The public fan-out's anonymous connections stand for no one address.
         let address: String? = if case .user(let user) = owner { user.address } else { nil }
         if let address { options.handshakeHeaders[.init("X-Forwarded-For")!] = address }
+        let account: BudgetAccount = if case .publicPool = owner { .publicPool() } else { .address(address) }
+        self.account = account
         self.client = DDPClient(
             options: options, logger: logger,
-            events: Events(state: state, metrics: metrics, budget: budget, address: address, clock: configuration.clock),
+            events: Events(state: state, metrics: metrics, budget: budget, account: account, clock: configuration.clock),
             eventLoop: configuration.eventLoopGroup.any())
     }
 
@@ -106,8 +110,7 @@ public final class Session: Sendable {
         let state: LockedState<State>
         let metrics: BridgeMetrics
         let budget: MemoryBudget
-        /// The budget's account (`nil`: the public pool, in the total only).
-        let address: String?
+        let account: BudgetAccount
         let clock: BridgeClock
 
         func receive(_ event: DDPClientEvent, on client: isolated DDPClient) {
@@ -123,7 +126,7 @@ public final class Session: Sendable {
             let cached = client.cachedBytes
             let (delta, anonymous) = state.withLock { $0.machine.charge(cachedBytes: cached) }
             guard delta != 0 else { return }
-            let standing = budget.charge(address, delta, anonymous: anonymous)
+            let standing = account.charge(budget, delta, anonymous: anonymous)
             guard state.withLock({ $0.machine.budgetStop(within: standing == .within, delta: delta) }),
                 let cause = budget.cause(standing, anonymous: anonymous)
             else { return }
@@ -247,7 +250,7 @@ public final class Session: Sendable {
             return
         }
         // What the cache held goes back to the budget with the session.
-        if closing.charged != 0 { budget.charge(user?.address, -closing.charged, anonymous: closing.anonymous) }
+        if closing.charged != 0 { account.giveBack(closing.charged, to: budget, anonymous: closing.anonymous) }
         if closing.logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }
         await client.close(reason: reason)
     }
