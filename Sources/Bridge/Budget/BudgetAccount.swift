@@ -36,6 +36,10 @@ final class BudgetAccount: Sendable {
         return budget.charge(address, delta, anonymous: true)
     }
 
+    /// No address is charged with anything of this connection (what it holds counts in the
+    /// total only): a new subscription placed here is charged for what it loads alone.
+    var isUnclaimed: Bool { pool?.withLock { $0.placer == nil && $0.held.isEmpty } ?? true }
+
     /// A new subscription from `address` loads on this connection: what it takes on is charged
     /// to that address from now on.
     func place(_ address: String) { pool?.withLock { $0.placer = address } }

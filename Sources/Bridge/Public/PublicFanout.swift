@@ -150,7 +150,9 @@ public final class PublicFanout: Service, Sendable {
                     retryAfter: max(1, Int(configuration.subscriptionLinger.wholeSeconds) + 1))
             }
             let session: Session
-            if let unused = counts.firstIndex(of: 0) {
+            // An unused connection still charged to the address that last loaded on it (its
+            // documents or its log are still held) is left to it until the sweep releases them.
+            if let unused = counts.indices.first(where: { counts[$0] == 0 && state.connections[$0].account.isUnclaimed }) {
                 session = state.connections[unused]
             } else if state.connections.count < configuration.publicConnections {
                 session = Session(
