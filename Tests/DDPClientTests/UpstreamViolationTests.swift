@@ -10,7 +10,8 @@ import Testing
 @testable import DDPClient
 
 /// An upstream that breaks the WebSocket protocol, through a real socket: the client drops the
-/// link and reconnects with backoff (docs/ARCHITECTURE.md, "Faults the client survives").
+/// link and reconnects with backoff (docs/ARCHITECTURE.md, "Faults the client survives"); and
+/// one that sends garbage with every message does not flood the log.
 @Suite(.timeLimit(.minutes(1))) struct UpstreamViolationTests {
     /// The connections a fake upstream took.
     final class Arrivals: Sendable {
@@ -149,6 +150,48 @@ import Testing
         await upstream.stop()
     }
 
+    /// 20,000 garbage frames made 40,000 log lines. Now, per connection, a warning of a kind the
+    /// upstream can repeat is logged once, then at most once per interval.
+    @Test func garbageFromTheUpstreamIsNotLoggedOncePerMessage() async throws {
+        let log = RecordedLog()
+        let (done, finished) = AsyncStream<Void>.makeStream()
+        let upstream = FakeUpstream { connection in
+            try await connection.handshake()
+            for _ in 0..<500 { try await connection.send("not DDP") }
+            for _ in 0..<500 { try await connection.send(#"{"msg":"error","reason":"bad request"}"#) }
+            // The client reads in order: its pong says it has read all of them.
+            try await connection.send(#"{"msg":"ping","id":"last"}"#)
+            while try await connection.receive("pong")["id"] != "last" {}
+            finished.yield()
+            while true { _ = try await connection.receive() }
+        }
+        try await upstream.start()
+        var logger = Logger(label: "test-client") { _ in RecordingLogHandler(recorded: log) }
+        logger.logLevel = .warning
+        try await Self.withClient(upstream, logger: logger) { _, _ in
+            var iterator = done.makeAsyncIterator()
+            await iterator.next()
+        }
+        await upstream.stop()
+        #expect(log.messages.filter { $0 == "ignored an unreadable message from the upstream" }.count == 1, "\(log.messages.count) lines")
+        #expect(log.messages.filter { $0 == "the upstream reported a protocol error" }.count == 1, "\(log.messages.count) lines")
+    }
+
+    /// The throttle as a transcript: the first warning of a kind, then one per interval saying
+    /// how many were held back since; kinds apart.
+    @Test func warningsOfAKindAreLoggedOncePerIntervalWithHowManyWereHeldBack() {
+        var throttle = WarningThrottle<String>(interval: .seconds(10))
+        let start = ContinuousClock.now
+        #expect(throttle.admit("garbage", at: start) == 0)
+        #expect(throttle.admit("garbage", at: start + .seconds(1)) == nil)
+        #expect(throttle.admit("error", at: start + .seconds(1)) == 0, "another kind is not held back")
+        #expect(throttle.admit("garbage", at: start + .seconds(9)) == nil)
+        #expect(throttle.admit("garbage", at: start + .seconds(10)) == 2, "two held back since")
+        #expect(throttle.admit("garbage", at: start + .seconds(11)) == nil)
+        #expect(throttle.admit("garbage", at: start + .seconds(60)) == 1)
+        #expect(throttle.admit("garbage", at: start + .seconds(120)) == 0)
+    }
+
     /// `{"msg":"connected","session":"deflated"}` compressed with a sync flush, without its last
     /// four bytes (RFC 7692 §7.2.1).
     static var deflatedConnected: ByteBuffer {
@@ -158,4 +201,25 @@ import Testing
             return try #require(output.getSlice(at: output.readerIndex, length: output.readableBytes - 4))
         }
     }
+}
+
+/// Log messages kept in memory.
+final class RecordedLog: Sendable {
+    private let lines = Mutex<[String]>([])
+    func append(_ message: String) { lines.withLock { $0.append(message) } }
+    var messages: [String] { lines.withLock { $0 } }
+}
+
+/// A log handler writing each message's text into a ``RecordedLog``.
+struct RecordingLogHandler: LogHandler {
+    let recorded: RecordedLog
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) { recorded.append(event.message.description) }
 }
