@@ -43,6 +43,9 @@ public struct BridgeConfiguration: Sendable {
     /// Reverse proxies whose `X-Forwarded-For` entries are trusted: the client address is the
     /// rightmost entry that is not one of them.
     public var trustedProxies: [IPRange] = []
+    /// The bits of an IPv6 client's address that name the client for every per-address limit:
+    /// one /64 is one client (an IPv4 client is its address).
+    public var ipv6ClientPrefix = 64
     /// Upstream protocol settings (heartbeats, reconnect backoff, the most documents a session's
     /// cache may hold: `--session-max-documents`).
     public var ddp: DDPClientConfiguration

@@ -246,6 +246,10 @@ public struct Settings: Sendable {
             }
             settings.configuration.trustedProxies = ranges
         },
+        integer(
+            "ipv6-client-prefix",
+            "Leading bits of an IPv6 client's address that name the client for every per-address limit (64: a /64 is one client)",
+            \.configuration.ipv6ClientPrefix, minimum: 1, maximum: 128),
         custom(
             "batch-window", "Milliseconds over which changes are consolidated per document",
             // Fractional milliseconds (microsecond precision), not `wholeMilliseconds`' truncation.

@@ -38,8 +38,10 @@ public final class Session: Sendable {
     /// What the registry keys a user's session by.
     struct UserIdentity: Sendable {
         let tokenHash: String
-        /// The client address it was made from: its memory share, the upstream's `X-Forwarded-For`.
+        /// The client address it was made from: the upstream's `X-Forwarded-For`, the stored row's.
         let address: String
+        /// What the per-address limits count it by (its memory share, the sessions of its client).
+        let key: ClientKey
         /// SHA-256 of the Meteor login token this session is keyed by, if any.
         let meteorKey: String?
         /// Kept in the session store (a session with a bridge token, when the bridge has a store).
@@ -85,11 +87,11 @@ public final class Session: Sendable {
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
         // The public fan-out's anonymous connections stand for no one address.
-        let address: String? = if case .user(let user) = owner { user.address } else { nil }
-        if let address { options.handshakeHeaders[.init("X-Forwarded-For")!] = address }
+        let user: UserIdentity? = if case .user(let user) = owner { user } else { nil }
+        if let user { options.handshakeHeaders[.init("X-Forwarded-For")!] = user.address }
         self.client = DDPClient(
             options: options, logger: logger,
-            events: Events(state: state, metrics: metrics, budget: budget, address: address, clock: configuration.clock),
+            events: Events(state: state, metrics: metrics, budget: budget, account: user?.key, clock: configuration.clock),
             eventLoop: configuration.eventLoopGroup.any())
     }
 
@@ -107,7 +109,7 @@ public final class Session: Sendable {
         let metrics: BridgeMetrics
         let budget: MemoryBudget
         /// The budget's account (`nil`: the public pool, in the total only).
-        let address: String?
+        let account: ClientKey?
         let clock: BridgeClock
 
         func receive(_ event: DDPClientEvent, on client: isolated DDPClient) {
@@ -123,7 +125,7 @@ public final class Session: Sendable {
             let cached = client.cachedBytes
             let (delta, anonymous) = state.withLock { $0.machine.charge(cachedBytes: cached) }
             guard delta != 0 else { return }
-            let standing = budget.charge(address, delta, anonymous: anonymous)
+            let standing = budget.charge(account, delta, anonymous: anonymous)
             guard state.withLock({ $0.machine.budgetStop(within: standing == .within, delta: delta) }),
                 let cause = budget.cause(standing, anonymous: anonymous)
             else { return }
@@ -247,7 +249,7 @@ public final class Session: Sendable {
             return
         }
         // What the cache held goes back to the budget with the session.
-        if closing.charged != 0 { budget.charge(user?.address, -closing.charged, anonymous: closing.anonymous) }
+        if closing.charged != 0 { budget.charge(user?.key, -closing.charged, anonymous: closing.anonymous) }
         if closing.logOut, await client.isConnected { _ = try? await client.logout(timeout: .seconds(2)) }
         await client.close(reason: reason)
     }
@@ -280,7 +282,7 @@ public final class Session: Sendable {
     /// `transient`: the reference an event stream holds while it is open (not kept in a store).
     func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration, transient: Bool = false) async throws -> SubscriptionInfo {
         // A new subscription loads documents: the memory budget, and this address's share, must have room.
-        if !holdsSubscription(name, params) { try budget.admit(user?.address, anonymous: userID == nil) }
+        if !holdsSubscription(name, params) { try budget.admit(user?.key, anonymous: userID == nil) }
         // A subscription's name and params are kept for the session's life (and in its store).
         let size = name.utf8.count + EJSONWriter.encode(.array(params)).count
         guard size <= configuration.maxSubscriptionParamsSize else {
