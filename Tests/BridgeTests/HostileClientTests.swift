@@ -226,7 +226,7 @@ import Testing
             let curl = try await rawRequest(
                 port: port, .POST, "/v1/sessions", headers: [("Content-Type", "application/x-www-form-urlencoded")], body: credentials)
             #expect(curl.status == 201 && curl.headers["Set-Cookie"].count == 1, "\(curl.body)")
-            // The bridge's own pages (the console) are the Host's origin.
+            // The bridge's own pages (the console) are the listening address's origin (OriginTests).
             let console = try await rawRequest(
                 port: port, .POST, "/v1/sessions",
                 headers: [("Host", "127.0.0.1:\(port)"), ("Origin", "http://127.0.0.1:\(port)"), ("Content-Type", "application/json")],

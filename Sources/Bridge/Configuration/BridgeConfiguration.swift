@@ -63,6 +63,9 @@ public struct BridgeConfiguration: Sendable {
     public var maxStreamsPerSession = 16
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.
     public var corsOrigins: [String] = []
+    /// The origins the bridge's own pages (the web console) are opened from: a write whose
+    /// `Origin` is one of them is same-origin. `nil`: the listening address's (``OwnOrigins``).
+    public var publicOrigins: [String]?
     /// Bytes (estimated) the documents held for clients may take in all; `nil`: half of the
     /// cgroup's memory limit, or of the machine's memory.
     public var memoryBudget: Int?
