@@ -33,12 +33,13 @@ public enum BridgeApplication {
                 "limit": "\(admission.limit)", "per-address": "\(admission.perAddressLimit)", "open-files": "\(ConnectionAdmission.openFileLimit())"
             ])
         let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout, admission: admission)
+        let ownOrigins = OwnOrigins(configured: configuration.publicOrigins)
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(SecurityHeadersMiddleware())
         router.middlewares.add(ErrorShapeMiddleware())
         router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
-        router.middlewares.add(RequestHygieneMiddleware(configuration: configuration))
+        router.middlewares.add(RequestHygieneMiddleware(configuration: configuration, own: ownOrigins))
         if let folder = configuration.publicFolder {
             // Innermost: a path no route takes is looked up in the console's folder.
             router.middlewares.add(ConsoleFiles.middleware(folder: folder, logger: logger))
@@ -58,13 +59,20 @@ public enum BridgeApplication {
                 ProbeFastPath(answer: probeAnswer) { path, status in metrics.countRequest(route: path, status: Int(status.code)) }
             }
         }
+        // The bridge's own origins are known once it listens (before any connection is taken).
+        let running: @Sendable (any Channel) async -> Void = { channel in
+            // The listening socket keeps accepting while the request path is saturated.
+            try? await channel.pipeline.addHandler(AcceptWhileBusy(), position: .first)
+            let origins = ownOrigins.bound(to: channel.localAddress)
+            if origins.isEmpty, configuration.publicFolder != nil {
+                logger.notice("no public origin: the web console cannot log in or write until --public-origin names where it is opened")
+            } else {
+                logger.info("public origins", metadata: ["origins": "\(origins.joined(separator: ", "))"])
+            }
+            await onServerRunning(channel)
+        }
         let application = Application(
-            router: router, server: server, configuration: http, services: [registry, fanout, probe],
-            onServerRunning: { channel in
-                // The listening socket keeps accepting while the request path is saturated.
-                try? await channel.pipeline.addHandler(AcceptWhileBusy(), position: .first)
-                await onServerRunning(channel)
-            },
+            router: router, server: server, configuration: http, services: [registry, fanout, probe], onServerRunning: running,
             eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)
         return (application, registry)
     }

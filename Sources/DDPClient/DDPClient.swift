@@ -73,6 +73,11 @@ public actor DDPClient {
     private var attempt: ChannelHandle?
     /// Drives ``DDP/DDPConnectionStateMachine/tick(at:)`` while a transport is open.
     private var ticker: RepeatedTask?
+    /// Warnings an upstream can repeat with every message, held back (``warn(_:_:metadata:at:)``).
+    private var warnings = WarningThrottle<RepeatedWarning>(interval: DDPClient.warningInterval)
+    enum RepeatedWarning: Hashable { case unreadableMessage, protocolError }
+    /// At most one warning of a kind the upstream can repeat is logged per interval.
+    static let warningInterval: Duration = .seconds(10)
     public private(set) var state: ConnectionState = .idle
 
     /// The actor runs on its event loop (see the type's description).
@@ -279,18 +284,28 @@ public actor DDPClient {
     /// channel that is no longer this client's transport (an earlier attempt's) is dropped.
     func transportReceived(_ message: ByteBuffer, on channel: any Channel) {
         guard channel === transport else { return }
+        let now = ContinuousClock.now
         let decoded = Result {
             try message.withUnsafeReadableBytes { try ServerMessage.decode(EJSONParser.parse($0.bindMemory(to: UInt8.self))) }
         }
         switch decoded {
         case .success(let message?):
             logger.trace("received", metadata: ["ddp.msg": "\(message.loggable)"])
-            perform(machine.received(message, at: .now))
+            perform(machine.received(message, at: now), receivedAt: now)
         case .success(nil):
             break
         case .failure(let error):
-            logger.warning("ignored an unreadable message from the upstream", metadata: ["error": "\(error)"])
+            warn(.unreadableMessage, "ignored an unreadable message from the upstream", metadata: ["error": "\(error)"], at: now)
         }
+    }
+
+    /// Logs a warning the upstream can repeat with every message, held back by ``warnings``: the
+    /// first of its kind, then at most one per ``warningInterval``, with how many were held back.
+    private func warn(_ kind: RepeatedWarning, _ message: Logger.Message, metadata: Logger.Metadata, at now: ContinuousClock.Instant) {
+        guard let heldBack = warnings.admit(kind, at: now) else { return }
+        var metadata = metadata
+        if heldBack > 0 { metadata["ddp.suppressed"] = "\(heldBack)" }
+        logger.warning(message, metadata: metadata)
     }
 
     // MARK: - Timers
@@ -441,7 +456,9 @@ public actor DDPClient {
 
     private func deliver(_ event: DDPClientEvent) { sink.receive(event, on: self) }
 
-    private func perform(_ actions: [DDPConnectionStateMachine.Action]) {
+    /// `receivedAt`: when the message the actions answer arrived (warnings it causes are held
+    /// back by that instant), `nil` for actions no message caused.
+    private func perform(_ actions: [DDPConnectionStateMachine.Action], receivedAt: ContinuousClock.Instant? = nil) {
         for action in actions {
             switch action {
             case .openTransport:
@@ -488,7 +505,11 @@ public actor DDPClient {
                 logger.info("the upstream refused the resume token; the session is anonymous now", metadata: ["error": "\(error.error)"])
                 deliver(.resumeRefused(error))
             case .protocolError(let reason, _):
-                logger.warning("the upstream reported a protocol error", metadata: ["reason": "\(reason)"])
+                if let receivedAt {
+                    warn(.protocolError, "the upstream reported a protocol error", metadata: ["reason": "\(reason)"], at: receivedAt)
+                } else {
+                    logger.warning("the upstream reported a protocol error", metadata: ["reason": "\(reason)"])
+                }
                 deliver(.protocolError(reason: reason))
             case .warning(let text):
                 logger.warning("\(text)")

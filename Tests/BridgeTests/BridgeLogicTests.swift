@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func rateLimiterSlidesItsWindow() {
-        var limiter = RateLimiter(calls: 2, interval: .seconds(10))
+        var limiter = RateLimiter<String>(calls: 2, interval: .seconds(10))
         let t0 = ContinuousClock.now
         let r9 = limiter.take("a", now: t0)
         #expect(r9 == nil)

@@ -226,7 +226,7 @@ import Testing
             let curl = try await rawRequest(
                 port: port, .POST, "/v1/sessions", headers: [("Content-Type", "application/x-www-form-urlencoded")], body: credentials)
             #expect(curl.status == 201 && curl.headers["Set-Cookie"].count == 1, "\(curl.body)")
-            // The bridge's own pages (the console) are the Host's origin.
+            // The bridge's own pages (the console) are the listening address's origin (OriginTests).
             let console = try await rawRequest(
                 port: port, .POST, "/v1/sessions",
                 headers: [("Host", "127.0.0.1:\(port)"), ("Origin", "http://127.0.0.1:\(port)"), ("Content-Type", "application/json")],
@@ -351,18 +351,19 @@ import Testing
     /// The budget's rules without sockets: admission, shares, the total, charges given back.
     @Test func theMemoryBudgetAdmitsByTheTotalAndTheAddressShare() {
         let budget = MemoryBudget(limit: 1_000, addressShare: 500, anonymousShare: 100)
-        #expect(budget.charge("a", 90, anonymous: true) == .within)
-        #expect(throws: Never.self) { try budget.admit("a", anonymous: true) }
-        #expect(budget.charge("a", 20, anonymous: true) == .overShare)
-        #expect { try budget.admit("a", anonymous: true) } throws: { ($0 as? BridgeError)?.error == "memory-share-exhausted" }
-        #expect(throws: Never.self, "logged in, the address has the larger share") { try budget.admit("a", anonymous: false) }
-        #expect(budget.charge("b", 450, anonymous: false) == .within)
+        let (a, b, c) = (ClientKey(address: "a", ipv6Prefix: 64), ClientKey(address: "b", ipv6Prefix: 64), ClientKey(address: "c", ipv6Prefix: 64))
+        #expect(budget.charge(a, 90, anonymous: true) == .within)
+        #expect(throws: Never.self) { try budget.admit(a, anonymous: true) }
+        #expect(budget.charge(a, 20, anonymous: true) == .overShare)
+        #expect { try budget.admit(a, anonymous: true) } throws: { ($0 as? BridgeError)?.error == "memory-share-exhausted" }
+        #expect(throws: Never.self, "logged in, the address has the larger share") { try budget.admit(a, anonymous: false) }
+        #expect(budget.charge(b, 450, anonymous: false) == .within)
         #expect(budget.charge(nil, 500, anonymous: true) == .overTotal, "the public pool counts in the total only")
-        #expect { try budget.admit("c", anonymous: false) } throws: { ($0 as? BridgeError)?.status == .serviceUnavailable }
+        #expect { try budget.admit(c, anonymous: false) } throws: { ($0 as? BridgeError)?.status == .serviceUnavailable }
         budget.charge(nil, -500, anonymous: true)
-        budget.charge("a", -110, anonymous: true)
-        #expect(budget.used == 450 && budget.used(by: "a") == 0 && budget.used(by: "b") == 450)
-        #expect(throws: Never.self) { try budget.admit("c", anonymous: true) }
+        budget.charge(a, -110, anonymous: true)
+        #expect(budget.used == 450 && budget.used(by: a) == 0 && budget.used(by: b) == 450)
+        #expect(throws: Never.self) { try budget.admit(c, anonymous: true) }
     }
 
     @Test func corsForAnyOriginNeverCarriesCredentials() async throws {

@@ -200,8 +200,9 @@ final class SilentReader: Sendable {
             let greedy = try await h.request(
                 .get, "/v1/public/collections/bulk?subscribe=bulk&params=%5B2000%5D&limit=1", headers: from("203.0.113.5"))
             expectError(greedy, .tooManyRequests, "memory-share-exhausted")
-            // Its next distinct public subscription is refused before anything is sent upstream.
-            let again = try await h.request(.get, "/v1/public/collections/bulk?subscribe=bulk&params=%5B10%5D&limit=1", headers: from("203.0.113.5"))
+            // So is its next large one, refused at once or stopped as it loads.
+            let again = try await h.request(
+                .get, "/v1/public/collections/bulk?subscribe=bulk&params=%5B2001%5D&limit=1", headers: from("203.0.113.5"))
             expectError(again, .tooManyRequests, "memory-share-exhausted")
             // Another address is served.
             let other = try await h.request(

@@ -118,13 +118,75 @@ import Testing
             for value in values { fields.append(HTTPField(name: .secWebSocketExtensions, value: value)) }
             return fields
         }
-        #expect(try DeflateAgreement.agreed(in: answer()) == nil)
-        #expect(try DeflateAgreement.agreed(in: answer("permessage-deflate")) == DeflateAgreement())
+        #expect(try DeflateAgreement.agreed(in: answer(), offered: true) == nil)
+        #expect(try DeflateAgreement.agreed(in: answer("permessage-deflate"), offered: true) == DeflateAgreement())
         #expect(
-            try DeflateAgreement.agreed(in: answer("permessage-deflate; server_no_context_takeover; client_max_window_bits=15"))
+            try DeflateAgreement.agreed(
+                in: answer("permessage-deflate; server_no_context_takeover; client_max_window_bits=15"), offered: true)
                 == DeflateAgreement(serverNoContextTakeover: true))
-        #expect(throws: UpstreamTransportError.self) { try DeflateAgreement.agreed(in: answer("x-webkit-deflate-frame")) }
-        #expect(throws: UpstreamTransportError.self) { try DeflateAgreement.agreed(in: answer("permessage-deflate", "permessage-deflate")) }
+        #expect(throws: UpstreamTransportError.self) { try DeflateAgreement.agreed(in: answer("x-webkit-deflate-frame"), offered: true) }
+        #expect(throws: UpstreamTransportError.self) {
+            try DeflateAgreement.agreed(in: answer("permessage-deflate", "permessage-deflate"), offered: true)
+        }
+    }
+
+    /// Compression off (the default) offers nothing: an answer agreeing to `permessage-deflate`
+    /// anyway fails the connection (RFC 6455 §9.1), and nothing is ever inflated.
+    @Test func anAgreementToWhatWasNotOfferedIsAViolation() throws {
+        var fields = HTTPFields()
+        fields.append(HTTPField(name: .secWebSocketExtensions, value: "permessage-deflate"))
+        #expect(throws: UpstreamTransportError.self) { try DeflateAgreement.agreed(in: fields, offered: false) }
+        #expect(try DeflateAgreement.agreed(in: HTTPFields(), offered: false) == nil)
+    }
+
+    /// A server never masks its frames; a client that gets a masked one fails the connection
+    /// (RFC 6455 §5.1), whatever the frame.
+    @Test func aMaskedFrameIsAViolation() throws {
+        let key = try #require(WebSocketMaskingKey([1, 2, 3, 4]))
+        for opcode in [WebSocketOpcode.text, .binary, .ping, .connectionClose] {
+            var reader = try UpstreamFrameReader(maxSize: 1_000, deflate: nil)
+            var data = ByteBuffer(string: #"{"msg":"ping"}"#)
+            data.webSocketMask(key)
+            let frame = WebSocketFrame(fin: true, opcode: opcode, maskKey: key, data: data)
+            #expect(throws: UpstreamTransportError.self, "\(opcode)") { try reader.read(frame) }
+        }
+    }
+
+    /// A text message must be UTF-8 as a whole (RFC 6455 §8.1); a character may be split
+    /// between fragments, and a binary message may hold any bytes.
+    @Test func aTextMessageThatIsNotUTF8IsInvalidText() throws {
+        var reader = try UpstreamFrameReader(maxSize: 1_000, deflate: DeflateAgreement())
+        #expect(throws: UpstreamTransportError.invalidText) { try reader.read(Self.frame(.text, bytes: ByteBuffer(bytes: [0x7B, 0xFF, 0x7D]))) }
+        reader = try UpstreamFrameReader(maxSize: 1_000, deflate: DeflateAgreement())
+        let e = Array("é".utf8)
+        #expect(try reader.read(Self.frame(.text, bytes: ByteBuffer(bytes: [0x22, e[0]]), fin: false)) == UpstreamFrameReader.Outcome.none)
+        #expect(Self.text(try reader.read(Self.frame(.continuation, bytes: ByteBuffer(bytes: [e[1], 0x22])))) == "\"é\"")
+        #expect(try reader.read(Self.frame(.binary, bytes: ByteBuffer(bytes: [0xFF]))) == .message(ByteBuffer(bytes: [0xFF])))
+        // Checked once inflated: a compressed message's bytes are not text.
+        var surrogate = ByteBuffer(bytes: [0x22, 0xED, 0xA0, 0x80, 0x22])
+        let compressed = try surrogate.compressStream(with: ZlibCompressor(algorithm: .deflate), flush: .sync, allocator: ByteBufferAllocator())
+        let deflated = compressed.getSlice(at: compressed.readerIndex, length: compressed.readableBytes - 4)!
+        #expect(throws: UpstreamTransportError.invalidText) { try reader.read(Self.frame(.text, bytes: deflated, rsv1: true)) }
+    }
+
+    /// The validator agrees with the standard library's on the edges of every rule and on
+    /// random bytes (mostly ASCII, as DDP is, so the eight-byte step is taken and left).
+    @Test func utf8ValidationAgreesWithTheStandardLibrary() {
+        let edges: [[UInt8]] = [
+            [], [0x00], [0x7F], [0x80], [0xBF], [0xC0, 0x80], [0xC1, 0xBF], [0xC2, 0x80], [0xDF, 0xBF], [0xE0, 0x9F, 0xBF],
+            [0xE0, 0xA0, 0x80], [0xED, 0x9F, 0xBF], [0xED, 0xA0, 0x80], [0xEF, 0xBF, 0xBF], [0xF0, 0x8F, 0xBF, 0xBF],
+            [0xF0, 0x90, 0x80, 0x80], [0xF4, 0x8F, 0xBF, 0xBF], [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80], [0xFF],
+            [0xE2, 0x82], [0xF0, 0x9F, 0x98], [0xC3], Array("abcdefgh€ijklmnop".utf8), Array("abcdefg\u{10FFFF}".utf8)
+        ]
+        var dice = Dice(seed: 5)
+        var cases = edges
+        for _ in 0..<2_000 {
+            cases.append((0..<dice.next(40)).map { _ in dice.next(4) == 0 ? UInt8(0x80 + dice.next(128)) : UInt8(dice.next(128)) })
+        }
+        for bytes in cases {
+            let expected = String(validating: bytes, as: UTF8.self) != nil
+            #expect(bytes.withUnsafeBytes { UTF8Validation.isValid($0) } == expected, "\(bytes)")
+        }
     }
 
     /// Whatever frames come, in whatever order, the reader answers with an outcome or an error of
@@ -312,6 +374,22 @@ import Testing
             }
             try? channel.writeInbound(Self.frame(.text, "{}"))
             #expect(received.messages.isEmpty, "nothing is read after the violation")
+        }
+        // A masked frame is 1002; a text message that is not UTF-8 is 1007.
+        let key = try #require(WebSocketMaskingKey([9, 8, 7, 6]))
+        let bad: [(WebSocketFrame, WebSocketErrorCode)] = [
+            (WebSocketFrame(fin: true, opcode: .text, maskKey: key, data: ByteBuffer(string: "{}")), .protocolError),
+            (Self.frame(.text, bytes: ByteBuffer(bytes: [0xC0, 0xAF])), .dataInconsistentWithMessage)
+        ]
+        for (frame, code) in bad {
+            try Self.withHandler { channel, received, ended throws in
+                try channel.writeInbound(frame)
+                var payload = try Self.written(channel).first?.data ?? ByteBuffer()
+                #expect(payload.readWebSocketErrorCode() == code)
+                #expect(!channel.isActive)
+                #expect(received.messages.isEmpty)
+                #expect(Self.outcome(ended).flatMap { $0 }?.closeCode == code)
+            }
         }
         // One frame over the limit, as NIO's decoder reports it.
         try Self.withHandler(maxSize: 10) { channel, _, ended throws in

@@ -8,7 +8,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import NIOWebSocket
+public import NIOWebSocket
 import ServiceLifecycle
 public import WSCore
 
@@ -39,15 +39,22 @@ public final class FakeUpstream: Sendable {
     private let script: Script
     private let maxFrameSize: Int
     private let compression: Bool
+    private let claimedExtensions: String?
     private let state = NIOLockedValueBox(State())
 
     /// With `compression`, the server agrees to `permessage-deflate` when offered and compresses
-    /// what it sends (messages of 256 bytes or more).
-    public init(handshake: Handshake = .accept, maxFrameSize: Int = 64 << 20, compression: Bool = false, script: @escaping Script = { _ in }) {
+    /// what it sends (messages of 256 bytes or more). With `claimedExtensions`, the upgrade's answer
+    /// names them in `Sec-WebSocket-Extensions` whether or not the client offered them (which
+    /// RFC 6455 §9.1 forbids); the server itself runs none of them.
+    public init(
+        handshake: Handshake = .accept, maxFrameSize: Int = 64 << 20, compression: Bool = false, claimedExtensions: String? = nil,
+        script: @escaping Script = { _ in }
+    ) {
         self.handshake = handshake
         self.script = script
         self.maxFrameSize = maxFrameSize
         self.compression = compression
+        self.claimedExtensions = claimedExtensions
     }
 
     public var url: String { "ws://127.0.0.1:\(state.withLockedValue { $0.port })/websocket" }
@@ -97,7 +104,8 @@ public final class FakeUpstream: Sendable {
 
     private func startAccepting() async throws {
         let router = Router(context: BasicWebSocketRequestContext.self)
-        router.ws("websocket") { inbound, outbound, context in
+        let claimed: HTTPFields = claimedExtensions.map { [.secWebSocketExtensions: $0] } ?? [:]
+        router.ws("websocket", shouldUpgrade: { _, _ in .upgrade(claimed) }) { inbound, outbound, context in
             self.opened()
             let connection = FakeConnection(headers: context.request.headers, inbound: inbound, outbound: outbound, maxSize: self.maxFrameSize)
             self.state.withLockedValue { $0.live[ObjectIdentifier(connection)] = connection }
@@ -196,6 +204,10 @@ public final class FakeConnection: @unchecked Sendable {
     }
 
     public func send(_ text: String) async throws { try await outbound.write(.text(text)) }
+
+    /// Sends `frame` as it is: masked, with reserved bits, or with bytes that are not UTF-8 in a
+    /// text frame, as no well-behaved server would.
+    public func send(frame: WebSocketFrame) async throws { try await outbound.write(.custom(frame)) }
 
     /// Closes the WebSocket from the server's side.
     public func close() async { try? await outbound.close(.goingAway, reason: "closed by the test") }

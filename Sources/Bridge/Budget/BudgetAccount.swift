@@ -6,21 +6,21 @@
 /// public readers.
 final class BudgetAccount: Sendable {
     private struct Pool {
-        var placer: String?
+        var placer: ClientKey?
         /// What each address is charged with for this connection.
-        var held: [String: Int] = [:]
+        var held: [ClientKey: Int] = [:]
     }
 
-    private let fixed: String?
+    private let fixed: ClientKey?
     private let pool: LockedState<Pool>?
 
-    private init(fixed: String?, pool: LockedState<Pool>?) {
+    private init(fixed: ClientKey?, pool: LockedState<Pool>?) {
         self.fixed = fixed
         self.pool = pool
     }
 
     /// A user's session, charged to `address` (`nil`: the total only).
-    static func address(_ address: String?) -> BudgetAccount { BudgetAccount(fixed: address, pool: nil) }
+    static func address(_ address: ClientKey?) -> BudgetAccount { BudgetAccount(fixed: address, pool: nil) }
 
     /// A public pool connection.
     static func publicPool() -> BudgetAccount { BudgetAccount(fixed: nil, pool: LockedState(Pool())) }
@@ -28,7 +28,7 @@ final class BudgetAccount: Sendable {
     /// Charges `delta` bytes; public pool charges use the anonymous share.
     func charge(_ budget: MemoryBudget, _ delta: Int, anonymous: Bool) -> MemoryBudget.Standing {
         guard let pool else { return budget.charge(fixed, delta, anonymous: anonymous) }
-        let address = pool.withLock { pool -> String? in
+        let address = pool.withLock { pool -> ClientKey? in
             guard let placer = pool.placer else { return nil }
             pool.held[placer, default: 0] += delta
             return placer
@@ -42,10 +42,10 @@ final class BudgetAccount: Sendable {
 
     /// A new subscription from `address` loads on this connection: what it takes on is charged
     /// to that address from now on.
-    func place(_ address: String) { pool?.withLock { $0.placer = address } }
+    func place(_ address: ClientKey) { pool?.withLock { $0.placer = address } }
 
     /// `address` holds no subscription here any more: its charge goes to the total only.
-    func release(_ address: String, from budget: MemoryBudget) {
+    func release(_ address: ClientKey, from budget: MemoryBudget) {
         guard
             let held = pool?.withLock({ pool -> Int? in
                 if pool.placer == address { pool.placer = nil }

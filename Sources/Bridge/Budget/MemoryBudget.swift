@@ -24,7 +24,7 @@ final class MemoryBudget: Sendable {
 
     private struct State {
         var used = 0
-        var byAddress: [String: Int] = [:]
+        var byAddress: [ClientKey: Int] = [:]
     }
 
     /// Bytes in all.
@@ -55,11 +55,11 @@ final class MemoryBudget: Sendable {
 
     var used: Int { state.withLock { $0.used } }
 
-    func used(by address: String) -> Int { state.withLock { $0.byAddress[address, default: 0] } }
+    func used(by address: ClientKey) -> Int { state.withLock { $0.byAddress[address, default: 0] } }
 
     /// May `address` make a new subscription now? Throws the refusal when it may not. `nil`: the
     /// public pool, which stands for no address (the total only).
-    func admit(_ address: String?, anonymous: Bool) throws(BridgeError) {
+    func admit(_ address: ClientKey?, anonymous: Bool) throws(BridgeError) {
         let standing = state.withLock { state -> Standing in
             if state.used >= limit { return .overTotal }
             if let address, state.byAddress[address, default: 0] >= (anonymous ? anonymousShare : addressShare) { return .overShare }
@@ -71,7 +71,7 @@ final class MemoryBudget: Sendable {
     /// Adds `delta` bytes (negative: freed) to what `address` holds; says whether the total or the
     /// address is now past its bound.
     @discardableResult
-    func charge(_ address: String?, _ delta: Int, anonymous: Bool) -> Standing {
+    func charge(_ address: ClientKey?, _ delta: Int, anonymous: Bool) -> Standing {
         state.withLock { state in
             state.used += delta
             var mine = 0

@@ -43,6 +43,9 @@ public struct BridgeConfiguration: Sendable {
     /// Reverse proxies whose `X-Forwarded-For` entries are trusted: the client address is the
     /// rightmost entry that is not one of them.
     public var trustedProxies: [IPRange] = []
+    /// The bits of an IPv6 client's address that name the client for every per-address limit:
+    /// one /64 is one client (an IPv4 client is its address).
+    public var ipv6ClientPrefix = 64
     /// Upstream protocol settings (heartbeats, reconnect backoff, the most documents a session's
     /// cache may hold: `--session-max-documents`).
     public var ddp: DDPClientConfiguration
@@ -63,6 +66,9 @@ public struct BridgeConfiguration: Sendable {
     public var maxStreamsPerSession = 16
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.
     public var corsOrigins: [String] = []
+    /// The origins the bridge's own pages (the web console) are opened from: a write whose
+    /// `Origin` is one of them is same-origin. `nil`: the listening address's (``OwnOrigins``).
+    public var publicOrigins: [String]?
     /// Bytes (estimated) the documents held for clients may take in all; `nil`: half of the
     /// cgroup's memory limit, or of the machine's memory.
     public var memoryBudget: Int?

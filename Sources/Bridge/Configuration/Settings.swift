@@ -246,6 +246,10 @@ public struct Settings: Sendable {
             }
             settings.configuration.trustedProxies = ranges
         },
+        integer(
+            "ipv6-client-prefix",
+            "Leading bits of an IPv6 client's address that name the client for every per-address limit (64: a /64 is one client)",
+            \.configuration.ipv6ClientPrefix, minimum: 1, maximum: 128),
         custom(
             "batch-window", "Milliseconds over which changes are consolidated per document",
             // Fractional milliseconds (microsecond precision), not `wholeMilliseconds`' truncation.
@@ -319,6 +323,22 @@ public struct Settings: Sendable {
                 }
             }
             settings.configuration.corsOrigins = origins
+        },
+        custom(
+            "public-origin",
+            "Comma-separated origins the bridge's own pages (the web console) are opened from, e.g. https://bridge.example.com: a browser write from one of them is same-origin; 'none' for none (default: the listening address, http://HOST:PORT, and http://localhost:PORT on a loopback address; none on a wildcard address)",
+            show: { _ in nil }
+        ) { value, settings in
+            let origins = value.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard origins != ["none"] else {
+                settings.configuration.publicOrigins = []
+                return
+            }
+            settings.configuration.publicOrigins = try origins.map { origin in
+                guard let url = URL(string: origin), url.host != nil, ["", "/"].contains(url.path), let normalized = OriginPolicy.normalized(origin)
+                else { throw value.invalid(": '\(origin)' is not an origin like https://bridge.example.com") }
+                return normalized
+            }
         },
         seconds(
             "store-check-interval",

@@ -35,7 +35,7 @@ extension BridgeRoutes {
         let result =
             ["login", "createUser"].contains(name)
             ? try await registry.login(
-                from: session.user?.address ?? RequestInput.clientAddress(request, context, configuration: configuration), call) : try await call()
+                from: session.user?.key ?? RequestInput.clientKey(request, context, configuration: configuration), call) : try await call()
         return Reply.json(["result": result ?? .null])
     }
 }

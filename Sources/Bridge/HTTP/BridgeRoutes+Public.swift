@@ -17,7 +17,7 @@ extension BridgeRoutes {
         let (name, params) = try Self.publicSubscription(request)
         let filter = try Self.streamFilter(request)
         let start = try Self.streamStart(request)
-        let address = RequestInput.clientAddress(request, context, configuration: configuration)
+        let address = RequestInput.clientKey(request, context, configuration: configuration)
         try fanout.admitReader(from: address)
         let session: Session
         let id: String
@@ -63,7 +63,7 @@ extension BridgeRoutes {
         let (name, params) = try Self.publicSubscription(request)
         let query = try documentQuery(request)
         // A read holds a reader's place while it runs, like a stream.
-        let address = RequestInput.clientAddress(request, context, configuration: configuration)
+        let address = RequestInput.clientKey(request, context, configuration: configuration)
         try fanout.admitReader(from: address)
         defer { fanout.readerLeft(from: address) }
         let (session, id) = try await fanout.subscribe(name, params, from: address)

@@ -10,13 +10,13 @@ extension BridgeRoutes {
         let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize)
         let loginRequest = try body.flatMap(Self.loginRequest)
         let address = RequestInput.clientAddress(request, context, configuration: configuration)
-        try registry.checkSessionRate(address)
+        try registry.checkSessionRate(configuration.clientKey(address))
         let (session, token) = try registry.create(clientAddress: address)
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
             var out: EJSONObject = ["token": .string(token), "userId": nil, "loginToken": nil, "tokenExpires": nil]
             if let loginRequest {
-                let result = try await registry.login(from: address) {
+                let result = try await registry.login(from: configuration.clientKey(address)) {
                     try await session.login(loginRequest, timeout: configuration.requestTimeout)
                 }
                 out.merge(Self.loginFields(result))
@@ -57,7 +57,7 @@ extension BridgeRoutes {
         }
         let session = try await session(request, context)
         let result = try await registry.login(
-            from: session.user?.address ?? RequestInput.clientAddress(request, context, configuration: configuration)
+            from: session.user?.key ?? RequestInput.clientKey(request, context, configuration: configuration)
         ) {
             try await session.login(loginRequest, timeout: configuration.requestTimeout)
         }
@@ -88,13 +88,13 @@ extension BridgeRoutes {
         if let profile = body["profile"], profile.objectValue == nil { throw BridgeError.badRequest("profile must be an object") }
         let existing = RequestInput.credential(request) == nil ? nil : try await session(request, context)
         let address = existing?.user?.address ?? RequestInput.clientAddress(request, context, configuration: configuration)
-        if existing == nil { try registry.checkSessionRate(address) }
+        if existing == nil { try registry.checkSessionRate(configuration.clientKey(address)) }
         var created: (session: Session, token: String)?
         if existing == nil { created = try registry.create(clientAddress: address) }
         let session = existing ?? created!.session
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
-            let result = try await registry.login(from: address) {
+            let result = try await registry.login(from: configuration.clientKey(address)) {
                 try await session.createUser(
                     username: username, email: email, password: password, profile: body["profile"], timeout: configuration.requestTimeout)
             }

@@ -114,11 +114,13 @@ struct BridgeRoutes: Sendable {
             throw BridgeError.unauthorized("invalid-login-token", "The Meteor login token was refused")
         }
         let address = RequestInput.clientAddress(request, context, configuration: configuration)
-        try registry.checkSessionRate(address)
+        try registry.checkSessionRate(configuration.clientKey(address))
         let (session, _) = try registry.create(clientAddress: address, meteorToken: token)
         do {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
-            _ = try await registry.login(from: address) { try await session.login(.resume(token: token), timeout: configuration.requestTimeout) }
+            _ = try await registry.login(from: configuration.clientKey(address)) {
+                try await session.login(.resume(token: token), timeout: configuration.requestTimeout)
+            }
             return session
         } catch let error as DDPError where error.error == .number(403) {
             registry.rememberRefused(meteorKey: key)

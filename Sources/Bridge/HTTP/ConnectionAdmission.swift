@@ -13,8 +13,8 @@ import NIOCore
 /// one client's idle connections cannot take what everyone else needs (1,100 idle connections
 /// from one address under `ulimit -n 1024` stopped `/healthz` for everyone).
 ///
-/// The direct peer is the address: a trusted proxy's connections (`--trusted-proxies`) carry many
-/// clients and count only in the total. A connection past a bound gets a short HTTP answer
+/// The direct peer is the address, counted by its ``ClientKey`` (an IPv6 peer by its /64): a
+/// trusted proxy's connections (`--trusted-proxies`) carry many clients and count only in the total. A connection past a bound gets a short HTTP answer
 /// (429 or 503, `Connection: close`) and is closed at once, before it holds anything else.
 final class ConnectionAdmission: Sendable {
     enum Decision: Equatable {
@@ -25,7 +25,7 @@ final class ConnectionAdmission: Sendable {
 
     private struct State {
         var open = 0
-        var perAddress: [String: Int] = [:]
+        var perAddress: [ClientKey: Int] = [:]
     }
 
     let limit: Int
@@ -33,13 +33,19 @@ final class ConnectionAdmission: Sendable {
     /// Descriptors held for other things, counted against ``limit`` (the upstream connections).
     private let held: @Sendable () -> Int
     private let exempt: @Sendable (String) -> Bool
+    /// The key a peer's address is counted by (``BridgeConfiguration/clientKey(_:)``).
+    private let key: @Sendable (String) -> ClientKey
     private let state = LockedState(State())
 
-    init(limit: Int, perAddressLimit: Int, held: @escaping @Sendable () -> Int, exempt: @escaping @Sendable (String) -> Bool) {
+    init(
+        limit: Int, perAddressLimit: Int, held: @escaping @Sendable () -> Int, exempt: @escaping @Sendable (String) -> Bool,
+        key: @escaping @Sendable (String) -> ClientKey
+    ) {
         self.limit = limit
         self.perAddressLimit = perAddressLimit
         self.held = held
         self.exempt = exempt
+        self.key = key
     }
 
     /// `upstream`: the upstream connections open now (sessions, the public pool, the probe).
@@ -51,19 +57,21 @@ final class ConnectionAdmission: Sendable {
         var held: @Sendable () -> Int = upstream
         if explicit != nil { held = { 0 } }
         let exempt: @Sendable (String) -> Bool = { address in trustPeer || trusted.contains { $0.contains(Substring(address)) } }
-        self.init(limit: limit, perAddressLimit: configuration.maxConnectionsPerAddress, held: held, exempt: exempt)
+        self.init(
+            limit: limit, perAddressLimit: configuration.maxConnectionsPerAddress, held: held, exempt: exempt,
+            key: { configuration.clientKey($0) })
     }
 
     var openConnections: Int { state.withLock { $0.open } }
 
     func admit(_ address: String) -> Decision {
-        let counted = !exempt(address)
+        let counted: ClientKey? = exempt(address) ? nil : key(address)
         let others = held()
         return state.withLock { state in
             guard state.open + others < limit else { return .tooMany }
-            if counted {
-                guard state.perAddress[address, default: 0] < perAddressLimit else { return .tooManyFromAddress }
-                state.perAddress[address, default: 0] += 1
+            if let counted {
+                guard state.perAddress[counted, default: 0] < perAddressLimit else { return .tooManyFromAddress }
+                state.perAddress[counted, default: 0] += 1
             }
             state.open += 1
             return .admitted
@@ -71,12 +79,12 @@ final class ConnectionAdmission: Sendable {
     }
 
     func release(_ address: String) {
-        let counted = !exempt(address)
+        let counted: ClientKey? = exempt(address) ? nil : key(address)
         state.withLock { state in
             state.open -= 1
-            if counted {
-                let left = state.perAddress[address, default: 1] - 1
-                state.perAddress[address] = left > 0 ? left : nil
+            if let counted {
+                let left = state.perAddress[counted, default: 1] - 1
+                state.perAddress[counted] = left > 0 ? left : nil
             }
         }
     }

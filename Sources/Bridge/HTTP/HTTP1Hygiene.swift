@@ -44,3 +44,15 @@ final class HTTP1Hygiene: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 }
+
+extension HTTPRequest {
+    /// `close` among the `Connection` header's tokens, in any case (`Connection: Close`,
+    /// `Connection: keep-alive, close` too): the connection ends after this request's answer
+    /// (RFC 9112 §9.6). The one reading of it: the request loop (``ProbingHTTP1Channel``) and
+    /// ``ProbeFastPath`` both ask here.
+    var asksToClose: Bool {
+        headerFields[values: .connection].contains { value in
+            value.split(separator: ",").contains { RequestInput.trimmed($0).lowercased() == "close" }
+        }
+    }
+}

@@ -63,9 +63,10 @@ struct ProbeAnswer: Sendable {
 ///
 /// It keeps the connection's requests in order, so it also sends `Expect: 100-continue`'s
 /// `100 Continue`: as the request head arrives when no response is being written, else once the
-/// responses before it have ended (written at once, it landed inside an event stream's body).
-/// Here rather than in a handler of its own: every handler that looks at each response part
-/// costs a cast per write, which measured on a stream's delivery.
+/// responses before it have ended (written at once, it landed inside an event stream's body);
+/// and the answer to a request that asked to close (`Connection: close`, a token in any case)
+/// says `Connection: close`. Here rather than in a handler of its own: every handler that looks
+/// at each response part costs a cast per write, which measured on a stream's delivery.
 final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -74,9 +75,15 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let answer: @Sendable (String) -> ProbeAnswer?
     private let answered: @Sendable (String, HTTPResponse.Status) -> Void
-    /// Requests passed on to the router whose response has not ended yet, oldest first: whether
-    /// each still waits for its `100 Continue` (owed once its turn comes).
-    private var unanswered: [Bool] = []
+    /// A request passed on to the router whose response has not ended yet.
+    private struct Unanswered {
+        /// It waits for its `100 Continue` (owed once its turn comes).
+        var owesContinue: Bool
+        /// It asked to close the connection: its answer says `Connection: close`.
+        let closes: Bool
+    }
+    /// Those requests, oldest first.
+    private var unanswered: [Unanswered] = []
     /// The rest (body parts, end) of a request answered here, to be dropped.
     private var discarding = false
     /// A `Connection: close` probe was answered: whatever the client sent after it is dropped
@@ -98,12 +105,15 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(let request):
             if unanswered.isEmpty, let path = request.path, let probe = answerable(request, path: path) {
                 discarding = true
-                closing = Self.wantsClose(request)
+                closing = request.asksToClose
                 send(probe, closing: closing, context: context)
                 answered(path, probe.status)
                 return
             }
-            unanswered.append(request.headerFields[values: .expect].contains { $0.lowercased() == "100-continue" })
+            unanswered.append(
+                Unanswered(
+                    owesContinue: request.headerFields[values: .expect].contains { $0.lowercased() == "100-continue" },
+                    closes: request.asksToClose))
             if unanswered.count == 1 { sendContinueIfOwed(context: context) }
             context.fireChannelRead(data)
         case .body, .end:
@@ -116,17 +126,26 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
-        context.write(data, promise: promise)
-        // This response is done: the next request's turn (its `100 Continue`, if owed, follows it).
-        if !unanswered.isEmpty { unanswered.removeFirst() }
-        sendContinueIfOwed(context: context)
+        switch unwrapOutboundIn(data) {
+        case .head(var response) where response.status.kind != .informational && unanswered.first?.closes == true:
+            // The request asked to close: its answer says so (RFC 9112 §9.6); the request loop
+            // closes the connection after it (``ProbingHTTP1Channel``).
+            response.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(response)), promise: promise)
+        case .end:
+            context.write(data, promise: promise)
+            // This response is done: the next request's turn (its `100 Continue`, if owed, follows it).
+            if !unanswered.isEmpty { unanswered.removeFirst() }
+            sendContinueIfOwed(context: context)
+        default:
+            context.write(data, promise: promise)
+        }
     }
 
     /// `100 Continue` for the request whose turn it is, if it asked and has not had it.
     private func sendContinueIfOwed(context: ChannelHandlerContext) {
-        guard unanswered.first == true else { return }
-        unanswered[0] = false
+        guard unanswered.first?.owesContinue == true else { return }
+        unanswered[0].owesContinue = false
         context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
     }
 
@@ -151,10 +170,4 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// `close` among the `Connection` header's tokens (`Connection: keep-alive, close` too).
-    private static func wantsClose(_ request: HTTPRequest) -> Bool {
-        request.headerFields[values: .connection].contains { value in
-            value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() == "close" }
-        }
-    }
 }

@@ -16,7 +16,8 @@ import NIOHTTPTypes
 /// `additionalChannelHandlers` would), it was, after `--read-timeout`.
 ///
 /// The request loop is Hummingbird's (requests in order, each body read or skipped, `Connection:
-/// close` honoured, a parse error answered 400), with one difference: when a response hands its
+/// close` honoured as a token in any case, its answer saying so (``ProbeFastPath``), a parse
+/// error answered 400), with one difference: when a response hands its
 /// connection to an event stream's writer (``StreamHandOff``), the loop ends there without
 /// closing the connection, and the connection's task ends with it. An open stream holds no task.
 struct ProbingHTTP1Channel: ServerChildChannel {
@@ -77,7 +78,7 @@ struct ProbingHTTP1Channel: ServerChildChannel {
                         // ends. (The writer is finished, not dropped: a dropped one traps in debug
                         // builds; its half-closure is swallowed by ``StreamHandOff``.)
                         if value.takeOver?.isTaken == true { return outbound.finish() }
-                        if request.headers[.connection] == "close" { break }
+                        if head.asksToClose { break }
                         // The rest of a body the route did not read, then the next request.
                         try await requests.skipBody()
                         guard let next = try await requests.nextHead() else { break }

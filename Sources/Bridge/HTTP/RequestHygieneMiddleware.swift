@@ -20,8 +20,8 @@ struct RequestHygieneMiddleware: RouterMiddleware {
     let cookieSecurity: CookieSecurity
     let configuration: BridgeConfiguration
 
-    init(configuration: BridgeConfiguration) {
-        self.origins = OriginPolicy(corsOrigins: configuration.corsOrigins)
+    init(configuration: BridgeConfiguration, own: OwnOrigins) {
+        self.origins = OriginPolicy(corsOrigins: configuration.corsOrigins, own: own)
         self.cookieSecurity = configuration.cookieSecurity
         self.configuration = configuration
     }
@@ -31,16 +31,13 @@ struct RequestHygieneMiddleware: RouterMiddleware {
             throw BridgeError.badRequest("the query parameter '\(bad)' is not valid percent-encoded UTF-8")
         }
         let origin = request.headers[.origin]
-        var hosts = [request.head.authority ?? ""]
-        if let forwarded = request.headers[.init("X-Forwarded-Host")!], fromTrustedProxy(context) {
-            hosts += forwarded.split(separator: ",").map { String(RequestInput.trimmed($0)) }
-        }
-        let standing = origins.standing(origin: origin, hosts: hosts)
+        let standing = origins.standing(origin: origin)
         if request.method != .get, request.method != .head, request.method != .options {
             if standing == .refused {
                 throw BridgeError(
                     .forbidden, "origin-not-allowed",
-                    "Requests from the origin '\(origin?.prefix(200) ?? "")' may not write here (it is not among the bridge's CORS origins)")
+                    "Requests from the origin '\(origin?.prefix(200) ?? "")' may not write here (it is not among the bridge's CORS or public origins)"
+                )
             }
             let bearer = request.headers[.authorization].map { $0.prefix(7).lowercased() == "bearer " } ?? false
             // Refused as authentication failures (401/403), before anything else is looked at.

@@ -69,6 +69,11 @@ enum RequestInput {
         request.uri.query.flatMap { QueryString.value($0, name) }
     }
 
+    /// What the per-address limits count the end user by (``ClientKey``).
+    static func clientKey(_ request: Request, _ context: BridgeRequestContext, configuration: BridgeConfiguration) -> ClientKey {
+        configuration.clientKey(clientAddress(request, context, configuration: configuration))
+    }
+
     /// The end user's address (see ``ClientAddress/resolve(peer:forwardedFor:trusted:trustPeer:)``).
     static func clientAddress(_ request: Request, _ context: BridgeRequestContext, configuration: BridgeConfiguration) -> String {
         let peer = context.remoteAddress?.ipAddress ?? "unknown"

@@ -28,11 +28,11 @@ public final class PublicFanout: Service, Sendable {
         var connections: [Session] = []
         /// Open public streams, in all and by client address.
         var readers = 0
-        var perAddress: [String: Int] = [:]
+        var perAddress: [ClientKey: Int] = [:]
         /// The address that made each distinct public subscription still held (by its key), and
         /// how many each address made: an address's share of ``BridgeConfiguration/publicMaxSubscriptions``.
-        var makers: [String: String] = [:]
-        var madeBy: [String: Int] = [:]
+        var makers: [String: ClientKey] = [:]
+        var madeBy: [ClientKey: Int] = [:]
         var shuttingDown = false
     }
 
@@ -69,7 +69,7 @@ public final class PublicFanout: Service, Sendable {
     // MARK: - Readers
 
     /// Counts a new reader from `address`; 503 past the readers in all, 429 past those per address.
-    func admitReader(from address: String) throws(BridgeError) {
+    func admitReader(from address: ClientKey) throws(BridgeError) {
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.readers < configuration.publicMaxReaders else {
@@ -87,7 +87,7 @@ public final class PublicFanout: Service, Sendable {
         }
     }
 
-    func readerLeft(from address: String) {
+    func readerLeft(from address: ClientKey) {
         state.withLock { state in
             state.readers -= 1
             let left = state.perAddress[address, default: 1] - 1
@@ -103,7 +103,7 @@ public final class PublicFanout: Service, Sendable {
     /// those `address` may make, 504 when it does not get ready in time. Release it with
     /// ``release(_:_:)``. Params are taken with their objects' keys sorted (``DDP/EJSON/keysSorted``),
     /// so the same params written in another key order are the same subscription.
-    func subscribe(_ name: String, _ params: [EJSON], from address: String) async throws -> (session: Session, id: String) {
+    func subscribe(_ name: String, _ params: [EJSON], from address: ClientKey) async throws -> (session: Session, id: String) {
         try publications.check(name, params)
         let params = params.map(\.keysSorted)
         let (session, id) = try place(name, params, from: address)
@@ -123,7 +123,7 @@ public final class PublicFanout: Service, Sendable {
     /// Finds the connection holding the subscription, or places a new one: on an unused
     /// connection while the pool has room, else on the connection with the fewest. A new one
     /// counts against `address`'s share until it is stopped.
-    private func place(_ name: String, _ params: [EJSON], from address: String) throws(BridgeError) -> (Session, String) {
+    private func place(_ name: String, _ params: [EJSON], from address: ClientKey) throws(BridgeError) -> (Session, String) {
         try state.withLock { state throws(BridgeError) -> (Session, String) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             let refusal = { (limit: Int) in
@@ -174,9 +174,9 @@ public final class PublicFanout: Service, Sendable {
 
     /// Gives each address back its share of the subscriptions no connection holds any more.
     private func forgetStopped() {
-        let (released, connections) = state.withLock { state -> ([String], [Session]) in
+        let (released, connections) = state.withLock { state -> ([ClientKey], [Session]) in
             guard !state.makers.isEmpty else { return ([], []) }
-            var released: [String] = []
+            var released: [ClientKey] = []
             for (key, address) in state.makers where !state.connections.contains(where: { $0.holdsSubscription(key: key) }) {
                 state.makers[key] = nil
                 let left = state.madeBy[address, default: 1] - 1

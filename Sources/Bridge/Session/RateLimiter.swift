@@ -1,8 +1,8 @@
-/// A sliding-window limit of events per key (a client address).
-struct RateLimiter: Sendable {
+/// A sliding-window limit of events per key (a ``ClientKey``).
+struct RateLimiter<Key: Hashable & Sendable>: Sendable {
     let calls: Int
     let interval: Duration
-    private var events: [String: [ContinuousClock.Instant]] = [:]
+    private var events: [Key: [ContinuousClock.Instant]] = [:]
 
     init(calls: Int, interval: Duration) {
         self.calls = calls
@@ -10,7 +10,7 @@ struct RateLimiter: Sendable {
     }
 
     /// Records an event; returns the wait before the next one is allowed when over the limit.
-    mutating func take(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
+    mutating func take(_ key: Key, now: ContinuousClock.Instant = .now) -> Duration? {
         var recent = (events[key] ?? []).filter { now - $0 < interval }
         defer { events[key] = recent.isEmpty ? nil : recent }
         guard recent.count < calls else { return interval - (now - recent[0]) }
@@ -19,14 +19,14 @@ struct RateLimiter: Sendable {
     }
 
     /// The wait before another event is allowed, without recording one (`nil`: allowed now).
-    func wait(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
+    func wait(_ key: Key, now: ContinuousClock.Instant = .now) -> Duration? {
         let recent = (events[key] ?? []).filter { now - $0 < interval }
         guard recent.count >= calls, let oldest = recent.first else { return nil }
         return interval - (now - oldest)
     }
 
     /// Records an event whatever the count (failures are counted even past the limit).
-    mutating func record(_ key: String, now: ContinuousClock.Instant = .now) {
+    mutating func record(_ key: Key, now: ContinuousClock.Instant = .now) {
         var recent = (events[key] ?? []).filter { now - $0 < interval }
         recent.append(now)
         // Only the newest `calls` matter for the limit: memory per key stays bounded.

@@ -38,8 +38,10 @@ public final class Session: Sendable {
     /// What the registry keys a user's session by.
     struct UserIdentity: Sendable {
         let tokenHash: String
-        /// The client address it was made from: its memory share, the upstream's `X-Forwarded-For`.
+        /// The client address it was made from: the upstream's `X-Forwarded-For`, the stored row's.
         let address: String
+        /// What the per-address limits count it by (its memory share, the sessions of its client).
+        let key: ClientKey
         /// SHA-256 of the Meteor login token this session is keyed by, if any.
         let meteorKey: String?
         /// Kept in the session store (a session with a bridge token, when the bridge has a store).
@@ -87,9 +89,9 @@ public final class Session: Sendable {
             url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
         // The public fan-out's anonymous connections stand for no one address.
-        let address: String? = if case .user(let user) = owner { user.address } else { nil }
-        if let address { options.handshakeHeaders[.init("X-Forwarded-For")!] = address }
-        let account: BudgetAccount = if case .publicPool = owner { .publicPool() } else { .address(address) }
+        let user: UserIdentity? = if case .user(let user) = owner { user } else { nil }
+        if let user { options.handshakeHeaders[.init("X-Forwarded-For")!] = user.address }
+        let account: BudgetAccount = if case .publicPool = owner { .publicPool() } else { .address(user?.key) }
         self.account = account
         self.client = DDPClient(
             options: options, logger: logger,
@@ -283,7 +285,7 @@ public final class Session: Sendable {
     /// `transient`: the reference an event stream holds while it is open (not kept in a store).
     func subscribe(_ name: String, params: [EJSON], wait: Bool, timeout: Duration, transient: Bool = false) async throws -> SubscriptionInfo {
         // A new subscription loads documents: the memory budget, and this address's share, must have room.
-        if !holdsSubscription(name, params) { try budget.admit(user?.address, anonymous: userID == nil) }
+        if !holdsSubscription(name, params) { try budget.admit(user?.key, anonymous: userID == nil) }
         // A subscription's name and params are kept for the session's life (and in its store).
         let size = name.utf8.count + EJSONWriter.encode(.array(params)).count
         guard size <= configuration.maxSubscriptionParamsSize else {

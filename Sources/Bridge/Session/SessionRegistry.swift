@@ -14,13 +14,14 @@ public final class SessionRegistry: Service, Sendable {
     struct State: Sendable {
         var sessions: [String: Session] = [:]
         var byMeteorKey: [String: Session] = [:]
-        var perAddress: [String: Int] = [:]
+        /// Sessions per client (``ClientKey``).
+        var perAddress: [ClientKey: Int] = [:]
         /// Recently closed sessions, so their token gets a clear reason (bounded).
         var ended: [String: String] = [:]
         var endedOrder: [String] = []
         /// Failed logins per address (strict), and session creations per address (loose).
-        var logins: RateLimiter
-        var creations: RateLimiter
+        var logins: RateLimiter<ClientKey>
+        var creations: RateLimiter<ClientKey>
         /// Meteor tokens refused recently (hash → when), answered 401 without asking Meteor again.
         var refusedMeteorKeys: [String: ContinuousClock.Instant] = [:]
         /// Sessions being brought back from the store, so concurrent requests share one resume.
@@ -100,7 +101,8 @@ public final class SessionRegistry: Service, Sendable {
         let hash = SessionToken.hash(token)
         let meteorKey = meteorToken.map(SessionToken.hash)
         let user = Session.UserIdentity(
-            tokenHash: hash, address: clientAddress, meteorKey: meteorKey, persistent: persistence != nil && meteorKey == nil)
+            tokenHash: hash, address: clientAddress, key: configuration.clientKey(clientAddress), meteorKey: meteorKey,
+            persistent: persistence != nil && meteorKey == nil)
         let session = Session(owner: .user(user), configuration: configuration, logger: logger, metrics: metrics, budget: budget, pacer: pacer)
         try admit(session, as: user)
         logger.info("session created", metadata: ["ddp.session": .string(session.id)])
@@ -109,21 +111,21 @@ public final class SessionRegistry: Service, Sendable {
 
     /// Counts a session in (limits checked) and starts its upstream connection.
     private func admit(_ session: Session, as user: Session.UserIdentity) throws(BridgeError) {
-        let clientAddress = user.address
+        let client = user.key
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.sessions.count < configuration.maxSessions else {
                 throw BridgeError(
                     .serviceUnavailable, "too-many-sessions", "The bridge holds its maximum of \(configuration.maxSessions) sessions", retryAfter: 30)
             }
-            guard state.perAddress[clientAddress, default: 0] < configuration.maxSessionsPerAddress else {
+            guard state.perAddress[client, default: 0] < configuration.maxSessionsPerAddress else {
                 throw BridgeError(
                     .tooManyRequests, "too-many-sessions",
                     "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions", retryAfter: 60)
             }
             state.sessions[user.tokenHash] = session
             if let meteorKey = user.meteorKey { state.byMeteorKey[meteorKey] = session }
-            state.perAddress[clientAddress, default: 0] += 1
+            state.perAddress[client, default: 0] += 1
         }
         starter.yield(session)
     }
@@ -202,7 +204,8 @@ public final class SessionRegistry: Service, Sendable {
                 .serviceUnavailable, "session-key-mismatch",
                 "This session was sealed with another session key than this bridge's; a bridge with that key can serve it", retryAfter: 5)
         }
-        let user = Session.UserIdentity(tokenHash: hash, address: stored.clientAddress, meteorKey: nil, persistent: true)
+        let user = Session.UserIdentity(
+            tokenHash: hash, address: stored.clientAddress, key: configuration.clientKey(stored.clientAddress), meteorKey: nil, persistent: true)
         let session = Session(
             owner: .user(user), configuration: configuration, logger: logger, metrics: metrics, budget: budget, pacer: pacer,
             createdAt: Date(timeIntervalSince1970: Double(stored.createdAt) / 1000))
@@ -279,9 +282,9 @@ public final class SessionRegistry: Service, Sendable {
         }
     }
 
-    /// Counts a session creation for an address; 429 when over the (loose) limit.
-    func checkSessionRate(_ address: String) throws(BridgeError) {
-        if let wait = state.withLock({ $0.creations.take(address, now: configuration.clock.now) }) {
+    /// Counts a session creation for a client; 429 when over the (loose) limit.
+    func checkSessionRate(_ client: ClientKey) throws(BridgeError) {
+        if let wait = state.withLock({ $0.creations.take(client, now: configuration.clock.now) }) {
             throw Self.tooMany("Too many new sessions from this address; wait before trying again", wait: wait)
         }
     }
@@ -289,14 +292,14 @@ public final class SessionRegistry: Service, Sendable {
     /// Runs a login (any route: sessions, session login, the `login` and `createUser` methods,
     /// token-keyed sessions). Refused at once with 429 while the address is over its limit of
     /// failed logins; a login the upstream refuses counts as a failure.
-    func login<T: Sendable>(from address: String, _ attempt: () async throws -> T) async throws -> T {
-        if let wait = state.withLock({ $0.logins.wait(address, now: configuration.clock.now) }) {
+    func login<T: Sendable>(from client: ClientKey, _ attempt: () async throws -> T) async throws -> T {
+        if let wait = state.withLock({ $0.logins.wait(client, now: configuration.clock.now) }) {
             throw Self.tooMany("Too many failed logins from this address; wait before trying again", wait: wait)
         }
         do {
             return try await attempt()
         } catch let error as DDPError {
-            state.withLock { $0.logins.record(address, now: configuration.clock.now) }
+            state.withLock { $0.logins.record(client, now: configuration.clock.now) }
             metrics.failedLogins.increment()
             throw error
         }
@@ -322,8 +325,8 @@ public final class SessionRegistry: Service, Sendable {
             guard state.sessions[user.tokenHash] === session else { return false }
             state.sessions[user.tokenHash] = nil
             if let key = user.meteorKey, state.byMeteorKey[key] === session { state.byMeteorKey[key] = nil }
-            state.perAddress[user.address, default: 1] -= 1
-            if state.perAddress[user.address, default: 0] <= 0 { state.perAddress[user.address] = nil }
+            state.perAddress[user.key, default: 1] -= 1
+            if state.perAddress[user.key, default: 0] <= 0 { state.perAddress[user.key] = nil }
             guard !forget else { return true }
             state.ended[user.tokenHash] = reason
             state.endedOrder.append(user.tokenHash)

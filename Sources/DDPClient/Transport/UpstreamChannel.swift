@@ -51,7 +51,7 @@ struct UpstreamChannel: Sendable {
     }
 
     private func configureUpgrade(channel: any Channel) throws -> EventLoopFuture<Upgrade> {
-        let (client, maxSize) = (self.client, maxMessageSize)
+        let (client, maxSize, offered) = (self.client, maxMessageSize, compression)
         let upgrader = NIOTypedWebSocketClientUpgrader<Upgrade>(
             // NIO's precondition: a frame limit fits in 32 bits.
             maxFrameSize: min(max(maxSize, 1), Int(UInt32.max)),
@@ -67,7 +67,7 @@ struct UpstreamChannel: Sendable {
                     for header in head.headers {
                         if let name = HTTPField.Name(header.name) { answer.append(HTTPField(name: name, value: header.value)) }
                     }
-                    let reader = try UpstreamFrameReader(maxSize: maxSize, deflate: DeflateAgreement.agreed(in: answer))
+                    let reader = try UpstreamFrameReader(maxSize: maxSize, deflate: DeflateAgreement.agreed(in: answer, offered: offered))
                     let ended = channel.eventLoop.makePromise(of: UpstreamTransportError?.self)
                     let handler = UpstreamFrameHandler(reader: reader, ended: ended) { message in
                         client.assumeIsolated { $0.transportReceived(message, on: channel) }
@@ -162,6 +162,8 @@ enum UpstreamTransportError: Error, Equatable, CustomStringConvertible {
     case invalidURL(String)
     /// A message (or one frame of it) over the size limit, in bytes.
     case messageTooLarge(limit: Int)
+    /// A text message that is not UTF-8 (RFC 6455 §8.1).
+    case invalidText
     case protocolViolation(String)
 
     var description: String {
@@ -169,7 +171,18 @@ enum UpstreamTransportError: Error, Equatable, CustomStringConvertible {
         case .upgradeDeclined: "the upstream declined the WebSocket upgrade"
         case .invalidURL(let url): "not a ws:// or wss:// URL: \(url)"
         case .messageTooLarge(let limit): "the upstream sent a message over the limit of \(limit) bytes"
+        case .invalidText: "the upstream broke the WebSocket protocol: a text message that is not UTF-8"
         case .protocolViolation(let what): "the upstream broke the WebSocket protocol: \(what)"
+        }
+    }
+
+    /// The close frame's code for a violation (RFC 6455 §7.4.1): 1009 for a message over the
+    /// limit, 1007 for text that is not UTF-8, 1002 for the rest.
+    var closeCode: WebSocketErrorCode {
+        switch self {
+        case .messageTooLarge: .messageTooLarge
+        case .invalidText: .dataInconsistentWithMessage
+        case .upgradeDeclined, .invalidURL, .protocolViolation: .protocolError
         }
     }
 }

@@ -142,8 +142,7 @@ final class UpstreamFrameHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private func fail(_ error: UpstreamTransportError, context: ChannelHandlerContext) {
         guard failure == nil else { return }
         failure = error
-        let code: WebSocketErrorCode = if case .messageTooLarge = error { .messageTooLarge } else { .protocolError }
-        sendClose(code, context: context)
+        sendClose(error.closeCode, context: context)
         closeNow(context: context)
     }
 

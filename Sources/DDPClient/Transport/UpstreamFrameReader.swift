@@ -10,10 +10,12 @@ import WSCore
 ///
 /// - Data frames are joined into messages by ``MessageAssembler`` and held to the size limit as
 ///   they grow; a compressed message is inflated when its last frame arrives, to the same limit.
+///   A text message must be UTF-8 (§8.1), checked once it is whole (and inflated).
 /// - A ping is answered with a pong of the same payload; a pong is dropped.
 /// - A close frame is answered with a close frame, and the connection ends.
-/// - Anything else (a reserved bit no extension claims, an unknown opcode, frames out of order)
-///   is a protocol violation, and the connection ends with it.
+/// - Anything else (a masked frame, which a server never sends (§5.1), a reserved bit no
+///   extension claims, an unknown opcode, frames out of order) is a protocol violation, and the
+///   connection ends with it.
 struct UpstreamFrameReader {
     enum Outcome: Equatable {
         case none
@@ -30,6 +32,8 @@ struct UpstreamFrameReader {
     private let inflater: Inflater?
     /// The message being received started with RSV1 set: it is compressed.
     private var compressed = false
+    /// The message being received is text (it must be UTF-8), not binary.
+    private var text = false
 
     /// - Parameter deflate: what the upstream agreed to in `Sec-WebSocket-Extensions`, or `nil`.
     init(maxSize: Int, deflate: DeflateAgreement?) throws {
@@ -40,6 +44,8 @@ struct UpstreamFrameReader {
     }
 
     mutating func read(_ frame: WebSocketFrame) throws(UpstreamTransportError) -> Outcome {
+        // A client must fail the connection on a masked frame from the server (RFC 6455 §5.1).
+        if frame.maskKey != nil { throw .protocolViolation("a masked frame (a server's frames are never masked)") }
         if frame.rsv2 || frame.rsv3 { throw .protocolViolation("a frame with a reserved bit set (RSV2 or RSV3)") }
         switch frame.opcode {
         case .ping:
@@ -57,6 +63,7 @@ struct UpstreamFrameReader {
             }
             let message = try assembler.add(frame.opcode == .text ? .text : .binary, frame.unmaskedData, fin: frame.fin)
             compressed = frame.rsv1
+            text = frame.opcode == .text
             return try finish(message)
         case .continuation:
             if frame.rsv1 { throw .protocolViolation("RSV1 set on a continuation frame") }
@@ -74,13 +81,15 @@ struct UpstreamFrameReader {
 
     private mutating func finish(_ message: ByteBuffer?) throws(UpstreamTransportError) -> Outcome {
         guard var message else { return .none }
-        guard compressed, let inflater else {
+        if compressed, let inflater {
+            compressed = false
+            message = try inflater.inflate(&message, maxSize: maxSize)
+        } else {
             // The assembler's limit has room for compressed messages; a plain one is held to the limit itself.
             guard message.readableBytes <= maxSize else { throw .messageTooLarge(limit: maxSize) }
-            return .message(message)
         }
-        compressed = false
-        return .message(try inflater.inflate(&message, maxSize: maxSize))
+        if text, !message.withUnsafeReadableBytes { UTF8Validation.isValid($0) } { throw .invalidText }
+        return .message(message)
     }
 }
 
@@ -94,11 +103,12 @@ struct DeflateAgreement: Equatable, Sendable {
     static let offer = "permessage-deflate"
 
     /// What the upstream's `Sec-WebSocket-Extensions` answer agreed to: `nil` when it agreed to
-    /// none; an error when it names an extension the bridge did not offer (RFC 6455 §9.1).
-    static func agreed(in answer: HTTPFields) throws(UpstreamTransportError) -> DeflateAgreement? {
+    /// none; an error when it names an extension the bridge did not offer (RFC 6455 §9.1), which
+    /// is any extension when `offered` is false (compression off: no inflater at all).
+    static func agreed(in answer: HTTPFields, offered: Bool) throws(UpstreamTransportError) -> DeflateAgreement? {
         var agreement: DeflateAgreement?
         for item in WebSocketExtensionHTTPParameters.parseHeaders(answer) {
-            guard item.name.lowercased() == "permessage-deflate", agreement == nil else {
+            guard offered, item.name.lowercased() == "permessage-deflate", agreement == nil else {
                 throw .protocolViolation("the upstream agreed to an extension the bridge did not offer: \(item.name)")
             }
             agreement = DeflateAgreement(serverNoContextTakeover: item.parameters["server_no_context_takeover"] != nil)
