@@ -77,30 +77,8 @@ import Testing
                 let request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
                 channel.writeAndFlush(ByteBuffer(string: request), promise: nil)
             }
-            // More blocking jobs than the pool has workers, 1.5 s each.
-            let workers = ProcessInfo.processInfo.activeProcessorCount + 2
-            let freed = await withTaskGroup(of: ContinuousClock.Instant.self) { group in
-                for _ in 0..<workers {
-                    group.addTask {
-                        occupyThisThread(seconds: 1.5)
-                        return .now
-                    }
-                }
-                var ends: [ContinuousClock.Instant] = []
-                for await end in group { ends.append(end) }
-                return ends.min()
-            }
-            // The answers, whenever they came (at most 10 s from now).
-            let answered = await withTaskGroup(of: ContinuousClock.Instant?.self) { group in
-                group.addTask { await arrivals.first { _ in true } }
-                group.addTask {
-                    try? await Task.sleep(for: .seconds(10))
-                    return nil
-                }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                return first
-            }
+            let freed = await blockEveryWorker(seconds: 1.5)
+            let answered = await first(of: arrivals, within: .seconds(10))
             try await channel.close()
             let firstFree = try #require(freed)
             let sentAt = try #require(sent.withLockedValue { $0 }, "the probes were never sent")
@@ -154,28 +132,8 @@ import Testing
                 sent.withLockedValue { $0 = .now }
                 probe()
             }
-            let workers = ProcessInfo.processInfo.activeProcessorCount + 2
-            let freed = await withTaskGroup(of: ContinuousClock.Instant.self) { group in
-                for _ in 0..<workers {
-                    group.addTask {
-                        occupyThisThread(seconds: 1.5)
-                        return .now
-                    }
-                }
-                var ends: [ContinuousClock.Instant] = []
-                for await end in group { ends.append(end) }
-                return ends.min()
-            }
-            let last = await withTaskGroup(of: ContinuousClock.Instant?.self) { group in
-                group.addTask { await arrivals.first { _ in true } }
-                group.addTask {
-                    try? await Task.sleep(for: .seconds(10))
-                    return nil
-                }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                return first
-            }
+            let freed = await blockEveryWorker(seconds: 1.5)
+            let last = await first(of: arrivals, within: .seconds(10))
             let firstFree = try #require(freed)
             let sentAt = try #require(sent.withLockedValue { $0 }, "the probes were never sent")
             let lastAt = try #require(last, "only \(answered.withLockedValue { $0 }) of \(probes) probes were answered within 10 s")
@@ -624,5 +582,37 @@ final class ResponseCounter: ChannelInboundHandler {
             .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
         let total = headEnd + 4 + length
         return bytes.count >= total ? total : nil
+    }
+}
+
+/// More blocking jobs than the concurrency pool has workers, each for `seconds`; when the first
+/// of them ended.
+func blockEveryWorker(seconds: Double) async -> ContinuousClock.Instant? {
+    let workers = ProcessInfo.processInfo.activeProcessorCount + 2
+    return await withTaskGroup(of: ContinuousClock.Instant.self) { group in
+        for _ in 0..<workers {
+            group.addTask {
+                occupyThisThread(seconds: seconds)
+                return .now
+            }
+        }
+        var ends: [ContinuousClock.Instant] = []
+        for await end in group { ends.append(end) }
+        return ends.min()
+    }
+}
+
+/// The first instant `arrivals` yields, whenever it came; `nil` when none came within `limit`
+/// (the sleep is the deadline of the wait, not a wait for something to happen).
+func first(of arrivals: AsyncStream<ContinuousClock.Instant>, within limit: Duration) async -> ContinuousClock.Instant? {
+    await withTaskGroup(of: ContinuousClock.Instant?.self) { group in
+        group.addTask { await arrivals.first { _ in true } }
+        group.addTask {
+            try? await Task.sleep(for: limit)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
     }
 }
