@@ -1,4 +1,13 @@
-public import HashTreeCollections
+#if canImport(HashTreeCollections)
+    public import HashTreeCollections
+
+    /// A collection's documents by id: a persistent hash map (``DocumentCache/Collection/documents``).
+    public typealias DocumentMap = TreeDictionary<String, EJSONObject>
+#else
+    /// The fuzz targets compile this module alone, without swift-collections: there the map is
+    /// Swift's dictionary, which has the same interface (scripts/fuzz.sh).
+    public typealias DocumentMap = [String: EJSONObject]
+#endif
 
 /// The merged view of every subscription's documents, as Meteor's client keeps it:
 /// one document per collection and id, fields set by `added`/`changed`, removed by
@@ -11,7 +20,7 @@ public struct DocumentCache: Sendable, Equatable {
         /// A persistent hash map (structure shared between versions): a copy is O(1) and a
         /// change to one copy rebuilds only the path to the entry it touches, so a reader walking
         /// a copy (a stream's snapshot, a query) pins only what changed since it took it.
-        public internal(set) var documents: TreeDictionary<String, EJSONObject> = [:]
+        public internal(set) var documents: DocumentMap = [:]
         /// Present only for ordered collections.
         public internal(set) var order: [String]? = nil
         /// Indexes of top-level fields that queries asked for (``FieldIndex``), kept by every change.

@@ -1,4 +1,6 @@
-import HashTreeCollections
+#if canImport(HashTreeCollections)
+    import HashTreeCollections
+#endif
 
 /// An index of one top-level field of a collection: each document's value of the field (each
 /// element, for an array: Mongo's conditions match an array by any of its elements) with the
@@ -25,7 +27,7 @@ public struct FieldIndex: Sendable {
     /// When a query last used it (an instant the owner passes in).
     var lastUsed: ContinuousClock.Instant
 
-    init(field: String, documents: TreeDictionary<String, EJSONObject>, at now: ContinuousClock.Instant) {
+    init(field: String, documents: DocumentMap, at now: ContinuousClock.Instant) {
         self.field = field
         self.lastUsed = now
         var entries: [Entry] = []
