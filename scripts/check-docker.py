@@ -98,7 +98,13 @@ demo_services = demo.get("services", {})
 check(set(demo_services) == {"meteor", "ddp-bridge"}, "the demo compose runs meteor and ddp-bridge only (no mongo)")
 demo_bridge = demo_services.get("ddp-bridge", {})
 demo_meteor = demo_services.get("meteor", {})
-check(demo_bridge.get("environment") == bridge.get("environment"), "the demo's bridge has the settings of deploy/compose.yaml's")
+# Each names the public origin where it is published (the demo's follows DDP_BRIDGE_DEMO_PORT).
+def without_origin(environment):
+    return {k: v for k, v in (environment or {}).items() if k != "DDP_BRIDGE_PUBLIC_ORIGIN"}
+check(without_origin(demo_bridge.get("environment")) == without_origin(bridge.get("environment")),
+      "the demo's bridge has the settings of deploy/compose.yaml's (its public origin aside)")
+check(all("DDP_BRIDGE_PUBLIC_ORIGIN" in (b.get("environment") or {}) for b in (bridge, demo_bridge)),
+      "both compose files name the bridge's public origin")
 check(demo_meteor.get("image") == demo_bridge.get("image"), "the demo's meteor runs the bridge's image")
 check(demo_meteor.get("command", [None])[:1] == ["demo-server"] and "--toggle" in demo_meteor.get("command", []),
       "the demo's meteor is `ddp-bridge demo-server --toggle`")
