@@ -274,12 +274,7 @@ final class EventStream: Sendable {
     }
 
     private static func slowConsumer(_ limit: Int) -> [UInt8] {
-        SSEFrame.encode(
-            id: nil, event: "error",
-            data: [
-                "error": "slow-consumer",
-                "reason": .string("The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up")
-            ])
+        SSEFrame.lastError("slow-consumer", "The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up")
     }
 
     /// Whether the stream has its last frame (cut, or ended): nothing more will be added.
@@ -287,14 +282,9 @@ final class EventStream: Sendable {
 
     /// The last frame of a stream whose prelude waited `timeout` on a reader that took nothing.
     static func stalled(_ timeout: Duration) -> [UInt8] {
-        SSEFrame.encode(
-            id: nil, event: "error",
-            data: [
-                "error": "slow-consumer",
-                "reason": .string(
-                    "The stream's start waited \(timeout) for a reader that took nothing (the --stream-stall-timeout); reconnect with Last-Event-ID to go on"
-                )
-            ])
+        SSEFrame.lastError(
+            "slow-consumer",
+            "The stream's start waited \(timeout) for a reader that took nothing (the --stream-stall-timeout); reconnect with Last-Event-ID to go on")
     }
 
     /// Ends the stream after what is buffered, with a last frame.

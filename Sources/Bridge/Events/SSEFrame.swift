@@ -25,6 +25,12 @@ public enum SSEFrame {
     /// ``heartbeat`` in the one buffer every stream writes.
     static let heartbeatBuffer = ByteBuffer(bytes: heartbeat)
 
+    /// A stream's last event: `error` with a code and a reason, no id (the server ends the
+    /// stream after it).
+    static func lastError(_ code: String, _ reason: String) -> [UInt8] {
+        encode(id: nil, event: "error", data: ["error": .string(code), "reason": .string(reason)])
+    }
+
     /// The reconnection delay hint, sent first.
     public static func retry(milliseconds: Int) -> [UInt8] { Array("retry: \(milliseconds)\n\n".utf8) }
 }

@@ -81,12 +81,8 @@ struct StreamPrelude: Sendable {
         return walk.matching
     }
 
-    static let fellBehind = SSEFrame.encode(
-        id: nil, event: "error",
-        data: [
-            "error": "slow-consumer",
-            "reason": "The stream's replay fell behind the session's event log; reconnect with Last-Event-ID to get a reset and a snapshot"
-        ])
+    static let fellBehind = SSEFrame.lastError(
+        "slow-consumer", "The stream's replay fell behind the session's event log; reconnect with Last-Event-ID to get a reset and a snapshot")
 }
 
 /// A snapshot's documents, walked from versions of the collections taken when the stream
@@ -195,12 +191,5 @@ struct SnapshotWalk: Sendable {
     }
 
     /// A live query's last event when matching costs more than it may.
-    static func tooExpensive(_ reason: String) -> [UInt8] {
-        SSEFrame.encode(
-            id: nil, event: "error",
-            data: [
-                "error": "query-too-expensive",
-                "reason": .string(reason)
-            ])
-    }
+    static func tooExpensive(_ reason: String) -> [UInt8] { SSEFrame.lastError("query-too-expensive", reason) }
 }

@@ -238,8 +238,7 @@ struct SessionStateMachine: Sendable {
         guard closed == nil else { return nil }
         closed = reason
         defer { chargedBytes = 0 }
-        let ending = SSEFrame.encode(
-            id: nil, event: "error", data: ["error": "session-ended", "reason": .string("The session has ended: \(reason)")])
+        let ending = SSEFrame.lastError("session-ended", "The session has ended: \(reason)")
         return Closing(ending: ending, logOut: loggedInByBridge && !keepLogin, charged: chargedBytes, anonymous: userID == nil)
     }
 
