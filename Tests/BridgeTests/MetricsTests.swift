@@ -1,8 +1,12 @@
-import Bridge
 import DDP
+import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import NIOCore
+import NIOPosix
 import Testing
+
+@testable import Bridge
 
 @Suite struct MetricsTests {
     /// The value of a sample line `name{labels} value` (labels given as they appear), or nil.
@@ -42,5 +46,36 @@ import Testing
                 #expect(text.contains(#"ddp_bridge_http_requests_total{route="/v1/sessions",status="201"} 1"#))
             }
         }
+    }
+}
+
+/// The event loops' lateness: what says whether anything holds a loop.
+@Suite struct EventLoopLatenessTests {
+    /// Work that holds a loop shows in the metric: a loop held for 300 ms runs its timer about
+    /// that late, and the largest lateness and the histogram say so.
+    @Test func aLoopHeldByWorkShowsInTheLatenessMetric() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        try await BridgeHarness.run(configure: { $0.eventLoopGroup = group }) { h in
+            let before = metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_event_loop_lateness_max_seconds") ?? -1
+            #expect(before >= 0 && before < 0.3, "the largest lateness before the loop was held: \(before)")
+            let loop = group.next()
+            // What a data-sized job that does not yield would do to the loop.
+            try await loop.submit { usleep(300_000) }.get()
+            // The timer was due during the hold; anything due after it runs after the timer did.
+            try await loop.scheduleTask(in: .milliseconds(50)) {}.futureResult.get()
+            let text = try await h.request(.get, "/metrics").text
+            let largest = metricSample(text, "ddp_bridge_event_loop_lateness_max_seconds") ?? 0
+            #expect(largest >= 0.25 && largest < 5, "the largest lateness after a 300 ms hold: \(largest)")
+            let ticks = metricSample(text, "ddp_bridge_event_loop_lateness_seconds_count") ?? 0
+            let punctual = metricSample(text, #"ddp_bridge_event_loop_lateness_seconds_bucket{le="0.25"}"#) ?? 0
+            #expect(ticks > punctual && punctual >= 0, "ticks \(ticks), within 250 ms \(punctual)")
+        }
+        try await group.shutdownGracefully()
+    }
+
+    @Test func latenessIsHowFarPastItsDueTimeATickRan() {
+        let due = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        #expect(EventLoopLateness.lateness(due: due, now: due + .milliseconds(7)) == .milliseconds(7))
+        #expect(EventLoopLateness.lateness(due: due, now: due - .milliseconds(1)) == .zero)
     }
 }

@@ -1,3 +1,4 @@
+import DDP
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -84,9 +85,13 @@ struct ProbingHTTP1Channel: ServerChildChannel {
                         guard let next = try await requests.nextHead() else { break }
                         head = next
                     }
-                } catch is HTTPParserError {
-                    logger.debug("HTTP parse error, closing connection")
-                    try await outbound.write(.head(.init(status: .badRequest, headerFields: [.connection: "close", .contentLength: "0"])))
+                } catch let error as HTTPParserError {
+                    logger.debug("HTTP parse error, closing connection", metadata: ["error": "\(error)"])
+                    let refusal = Self.refusal(error)
+                    var fields: HTTPFields = [.connection: "close", .contentType: "application/json"]
+                    fields[.contentLength] = String(refusal.body.readableBytes)
+                    try await outbound.write(.head(.init(status: refusal.status, headerFields: fields)))
+                    try await outbound.write(.body(refusal.body))
                     try await outbound.write(.end(nil))
                 }
                 close(channel, outbound)
@@ -99,6 +104,18 @@ struct ProbingHTTP1Channel: ServerChildChannel {
             close(channel, outbound)
         }
         if value.takeOver?.isTaken != true { try? await channel.closeFuture.get() }
+    }
+
+    /// The answer to a request the HTTP parser refused, in the bridge's error shape: 431 for a
+    /// request line or header past the parser's limit (80 KiB each, 80 KiB in all), 400 otherwise.
+    static func refusal(_ error: HTTPParserError) -> (status: HTTPResponse.Status, body: ByteBuffer) {
+        let answer =
+            error == .headerOverflow
+            ? BridgeError(
+                .requestHeaderFieldsTooLarge, "request-header-too-large",
+                "The request line or its headers are larger than 80 KiB (a request target is taken up to 64 KiB)")
+            : BridgeError.badRequest("The request is not valid HTTP/1.1 (\(error))")
+        return (answer.status, ByteBuffer(bytes: EJSONWriter.encode(answer.body)))
     }
 
     private func close(_ channel: any Channel, _ outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>) {

@@ -1,8 +1,12 @@
+import DDP
 import HTTPTypes
 import Hummingbird
 
 /// Refuses requests that are malformed or that a browser could be tricked into sending, before
 /// any route runs:
+/// - a request target (path and query) longer than ``maximumTargetBytes`` is 414 `uri-too-long`:
+///   what reaches a selector, a field list or params has a stated bound (a longer head is refused
+///   by the HTTP parser, 431);
 /// - a query whose names or values are not valid percent-encoded UTF-8 is 400, naming the
 ///   parameter (it was ignored before, so `selector=%ZZ` returned every document);
 /// - a write (`POST`, `PUT`, `PATCH`, `DELETE`) never takes its token from `?token=`, which is for
@@ -26,7 +30,17 @@ struct RequestHygieneMiddleware: RouterMiddleware {
         self.configuration = configuration
     }
 
+    /// The longest request target taken: 64 KiB.
+    static let maximumTargetBytes = 64 * 1024
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let target = request.head.path?.utf8.count ?? 0
+        if target > Self.maximumTargetBytes {
+            throw BridgeError(
+                .uriTooLong, "uri-too-long",
+                "The request's path and query are \(target) bytes; the bridge takes at most \(Self.maximumTargetBytes) (64 KiB): narrow the selector or the list of values",
+                details: ["length": .int(target), "limit": .int(Self.maximumTargetBytes)])
+        }
         if let query = request.uri.query, let bad = QueryString.firstUndecodableParameter(query) {
             throw BridgeError.badRequest("the query parameter '\(bad)' is not valid percent-encoded UTF-8")
         }
