@@ -3,17 +3,30 @@
 
 The bridge (DDP_BRIDGE_BIN) runs as its own process in front of `ddp-bridge demo-server`, with a
 memory budget of 128 MiB (an address's share 25 %, anonymous sessions 10 %), at most 64
-connections per address, and `tasks(*)` public. Then, for a bounded time, from 127.0.0.2:
+connections per address, a query budget of 250 ms, and `tasks(*)`, `typed`, `bulk(*)` and
+`ticker(*)` public. Then, for a bounded time, from 127.0.0.2:
 
 - anonymous sessions, each subscribing to `bulk` with 20,000 documents, until refused;
 - public reads of `tasks` with distinct params (each a new upstream subscription), until refused;
 - idle TCP connections, 200 of them, held to the end;
 
+and, from 127.0.0.4, work whose size depends on data, asked for and never paid for:
+
+- silent readers resuming a public stream of `ticker` (its 8,000 changes, some thousands of
+  events in its log) from its first event, and silent `snapshot=true` readers of `bulk` (5,000
+  documents), each with a small receive buffer, never reading;
+- public live queries and public reads of `bulk` with a selector of 2,000 clauses (10 million
+  tests, past the campaign's query budget of 250 ms);
+- queries over documents that are expensive one by one (arrays of 40,000 numbers, 200 range
+  tests each);
+
 while, from 127.0.0.3, a logged-in client logs in, subscribes, reads, makes public reads and opens
-event streams over and over: none of its requests may be refused. The bridge's resident memory is
-sampled throughout: its peak must stay under the baseline plus the budget plus a 64 MiB margin
-(what the budget does not count: encodings, connections, the allocator). At the end the bridge
-still answers `/healthz`.
+event streams over and over: none of its requests may be refused. A separate process probes
+`/healthz` on a new connection every 100 ms: each answer within 100 ms. The bridge's resident
+memory is sampled throughout: its peak must stay under the baseline plus the budget plus a 64 MiB
+margin (what the budget does not count: encodings, connections, the allocator). No event loop may
+run a timer more than 50 ms late (the bridge's `ddp_bridge_event_loop_lateness_seconds`). At the
+end the bridge still answers `/healthz`.
 
 Prints each check (PASS/FAIL), the figures (RSS baseline and peak, refusals by reason, the other
 client's request count, p50/p99 and errors), writes them as JSON to --out, and exits 1 if a
@@ -33,7 +46,9 @@ import time
 import urllib.parse
 
 HOST = "127.0.0.1"
-ATTACKER, OTHER = "127.0.0.2", "127.0.0.3"
+ATTACKER, OTHER, WORKER = "127.0.0.2", "127.0.0.3", "127.0.0.4"
+LATENESS_LIMIT = 0.05
+PROBE_LIMIT = 0.1
 BUDGET = 128 << 20
 MARGIN = 64 << 20
 
@@ -81,9 +96,51 @@ def rss(pid):
     return 0
 
 
+def lateness(port):
+    """The bridge's event-loop figures: for `lateness` and `held`, (ticks, ticks within the limit, largest since start)."""
+    connection = http.client.HTTPConnection(HOST, port, timeout=10, source_address=(OTHER, 0))
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    samples = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name and not line.startswith("#"):
+            samples[name] = float(value)
+    figures = {}
+    for kind in ("lateness", "held"):
+        metric = f"ddp_bridge_event_loop_{kind}"
+        figures[kind] = (
+            samples.get(f"{metric}_seconds_count", 0.0),
+            samples.get(f'{metric}_seconds_bucket{{le="{LATENESS_LIMIT}"}}', -1.0),
+            samples.get(f"{metric}_max_seconds", -1.0),
+        )
+    return figures
+
+
+def probe(port, seconds):
+    """Every 100 ms for `seconds`, `/healthz` on a new connection from 127.0.0.5: prints the latencies (s) as JSON."""
+    latencies, failures, deadline = [], [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        try:
+            status, _ = request(port, "GET", "/healthz", "127.0.0.5", timeout=10)
+            if status != 200:
+                failures.append(status)
+        except OSError as error:
+            failures.append(str(error))
+        latencies.append(time.monotonic() - started)
+        time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
+    print(json.dumps({"latencies": latencies, "failures": failures[:10]}), flush=True)
+
+
 class Campaign:
-    def __init__(self, binary, work, seconds):
-        self.binary, self.work, self.seconds = binary, work, seconds
+    ATTACKS = ("sessions", "public", "idle", "silent", "selectors", "documents")
+
+    def __init__(self, binary, work, seconds, only=ATTACKS):
+        self.binary, self.work, self.seconds, self.only = binary, work, seconds, set(only)
         self.failed, self.passed = [], 0
         self.refusals = collections.Counter()
         self.attack = collections.Counter()
@@ -179,6 +236,137 @@ class Campaign:
         with self.lock:
             self.refusals[(what, status, error_code(payload))] += 1
 
+    # The one who asks for work whose size depends on data, and never pays for it.
+
+    def silent(self, port, path, headers=""):
+        """A reader that sends its request on a connection with a small receive buffer and never reads."""
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(5)
+        try:
+            sock.bind((WORKER, 0))
+            sock.connect((HOST, port))
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nAccept: text/event-stream\r\n{headers}\r\n".encode())
+            # Peeked, not read: the answer's status line stays in the socket.
+            head = sock.recv(16, socket.MSG_PEEK)
+        except OSError:
+            sock.close()
+            return None
+        if not head.startswith(b"HTTP/1.1 200"):
+            sock.close()
+            self.refuse("silent readers", int(head[9:12] or b"0") if head[9:12].isdigit() else 0, {"error": head.decode("latin-1")})
+            return None
+        return sock
+
+    def first_event_id(self, port, path, last, held):
+        """Reads a stream until a line holds `last`; returns the first event's id (the stream stays open, unread)."""
+        sock = socket.socket()
+        sock.settimeout(30)
+        try:
+            sock.bind((WORKER, 0))
+            sock.connect((HOST, port))
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nAccept: text/event-stream\r\n\r\n".encode())
+            reader, first = sock.makefile("rb"), None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                line = reader.readline()
+                if not line:
+                    break
+                if line.startswith(b"id: ") and first is None:
+                    first = line[4:].strip().decode()
+                elif last in line:
+                    held.append(sock)
+                    return first
+            sock.close()
+        except OSError:
+            sock.close()
+        return None
+
+    def silent_readers(self, port, held):
+        # The ticker's 8,000 changes at 2,000 a second: a log of some thousands of events.
+        ticker = "/v1/public/events?" + urllib.parse.urlencode({"subscribe": "ticker", "params": "[2000,8000]"})
+        bulk = "/v1/public/events?" + urllib.parse.urlencode({"subscribe": "bulk", "params": "[5000]", "snapshot": "true"})
+        first = self.first_event_id(port, ticker, b'"n":8000', held)
+        if first is None:
+            with self.lock:
+                self.other_errors.append("the worker never read the ticker's 8,000 changes on its public stream")
+            return
+        for n in range(52):
+            if self.stop.is_set():
+                return
+            # 40 resuming from the first event, then 12 asking for a snapshot of 5,000 documents
+            # (with the worker's other connections, within the address's 64).
+            path, headers = (ticker, f"Last-Event-ID: {first}\r\n") if n < 40 else (bulk, "")
+            sock = self.silent(port, path, headers)
+            if sock is not None:
+                held.append(sock)
+                with self.lock:
+                    self.attack["silent resuming readers" if n < 40 else "silent snapshot readers"] += 1
+
+    def expensive_selectors(self, port):
+        # 2,000 clauses (as many as a 64 KiB URL holds) for each of 5,000 documents: 10 million tests.
+        clauses = ",".join(f'{{"i":{-n}}}' for n in range(1, 2001))
+        selector = f'{{"$or":[{clauses}]}}'
+        stream = "/v1/public/events?" + urllib.parse.urlencode({"subscribe": "bulk", "params": "[5000]", "collections": "bulk", "snapshot": "true", "selector": selector})
+        read = "/v1/public/collections/bulk?" + urllib.parse.urlencode({"subscribe": "bulk", "params": "[5000]", "selector": selector})
+        for n in range(200):
+            if self.stop.is_set():
+                return
+            if n % 2 == 0:
+                status, payload = request(port, "GET", read, WORKER, timeout=30)
+                key = "expensive public reads refused" if error_code(payload) == "query-too-expensive" else f"expensive public reads: {status} {error_code(payload)}"
+            else:
+                key = "expensive live queries ended: " + self.stream_end(port, stream)
+            with self.lock:
+                self.attack[key] += 1
+
+    def stream_end(self, port, path):
+        """Reads a stream to its end (30 s at most); returns its last error event's code, or how it ended."""
+        connection = http.client.HTTPConnection(HOST, port, timeout=30, source_address=(WORKER, 0))
+        try:
+            connection.request("GET", path, headers={"Accept": "text/event-stream"})
+            response = connection.getresponse()
+            if response.status != 200:
+                return f"{response.status}"
+            event, started = None, time.monotonic()
+            while time.monotonic() - started < 30:
+                line = response.fp.readline()
+                if not line:
+                    return "closed"
+                if line.startswith(b"event: "):
+                    event = line[7:].strip().decode()
+                elif event == "error" and line.startswith(b"data: "):
+                    return error_code(json.loads(line[6:])) or "error"
+                elif event == "snapshot":
+                    return "snapshot"
+            return "still open"
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            return type(error).__name__
+        finally:
+            connection.close()
+
+    def expensive_documents(self, port):
+        status, payload = request(port, "POST", "/v1/sessions", WORKER, body={"username": "alice", "password": "secret"})
+        if status != 201:
+            self.refuse("expensive documents: session", status, payload)
+            return
+        token = payload["token"]
+        request(port, "POST", "/v1/subscriptions", WORKER, token=token, body={"name": "tasks", "params": [{"listId": "heavy"}]})
+        for n in range(3):
+            body = {"_id": f"heavy{n}", "listId": "heavy", "tags": list(range(40000))}
+            status, payload = request(port, "POST", "/v1/collections/tasks", WORKER, token=token, body=body)
+            if status != 201:
+                self.refuse("expensive documents: insert", status, payload)
+        ranges = ",".join(f'{{"tags":{{"$gt":{1_000_000 + n}}}}}' for n in range(200))
+        path = "/v1/collections/tasks?" + urllib.parse.urlencode({"selector": f'{{"$or":[{ranges}]}}'})
+        for _ in range(200):
+            if self.stop.is_set():
+                return
+            status, payload = request(port, "GET", path, WORKER, token=token, timeout=30)
+            key = "expensive document queries refused" if error_code(payload) == "query-too-expensive" else f"expensive document queries: {status} {error_code(payload)}"
+            with self.lock:
+                self.attack[key] += 1
+
     # The one who must not notice.
 
     def other(self, port):
@@ -242,9 +430,9 @@ class Campaign:
             "bridge",
             [
                 self.binary, "serve", "--upstream", f"ws://{HOST}:{ddp_port}/websocket", "--host", HOST, "--port", str(port),
-                "--public-dir", "none", "--log-level", "warning", "--public-publications", "tasks(*),typed",
+                "--public-dir", "none", "--log-level", "warning", "--public-publications", "tasks(*),typed,bulk(*),ticker(*)",
                 "--memory-budget", str(BUDGET), "--memory-share-per-address", "25", "--memory-share-anonymous", "10",
-                "--max-connections-per-address", "64",
+                "--max-connections-per-address", "64", "--query-time-budget", "0.25",
             ],
         )  # fmt: skip
         if not self.wait_ready(port):
@@ -252,36 +440,60 @@ class Campaign:
             return self.finish({})
         baseline = rss(bridge.pid)
         peak = [baseline]
+        late_before = lateness(port)
+        # The prober is its own process: its timing does not wait on this one's threads.
+        prober = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--probe", str(port), "--seconds", str(self.seconds)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        self.processes.append(prober)
 
         def sample():
             while not self.stop.is_set():
                 peak[0] = max(peak[0], rss(bridge.pid))
                 time.sleep(0.1)
 
-        held = []
-        threads = [
-            threading.Thread(target=sample, daemon=True),
-            threading.Thread(target=self.other, args=(port,), daemon=True),
-            threading.Thread(target=self.sessions, args=(port,), daemon=True),
-            threading.Thread(target=self.public_reads, args=(port,), daemon=True),
-        ]
+        held, silent = [], []
+        attacks = {
+            "sessions": (self.sessions, (port,)),
+            "public": (self.public_reads, (port,)),
+            "silent": (self.silent_readers, (port, silent)),
+            "selectors": (self.expensive_selectors, (port,)),
+            "documents": (self.expensive_documents, (port,)),
+        }
+        threads = [threading.Thread(target=sample, daemon=True), threading.Thread(target=self.other, args=(port,), daemon=True)]
+        threads += [threading.Thread(target=target, args=args, daemon=True) for name, (target, args) in attacks.items() if name in self.only]
         began = time.monotonic()
         for thread in threads:
             thread.start()
         # Sessions and public reads first, then the idle connections (which, once the address's
         # bound is reached, leave it no connection for anything else).
-        for thread in threads[2:]:
+        for thread in threads[2:4]:
             thread.join(timeout=max(1, self.seconds - (time.monotonic() - began)))
         idle = threading.Thread(target=self.idle_connections, args=(port, held), daemon=True)
-        idle.start()
-        idle.join(timeout=max(5, self.seconds - (time.monotonic() - began)))
+        if "idle" in self.only:
+            idle.start()
+            idle.join(timeout=max(5, self.seconds - (time.monotonic() - began)))
+        # The data-sized work goes on for the campaign's whole time.
+        self.stop.wait(max(0.0, self.seconds - (time.monotonic() - began)))
         self.stop.set()
-        for thread in threads + [idle]:
+        for thread in threads + ([idle] if "idle" in self.only else []):
             thread.join(timeout=25)
         elapsed = time.monotonic() - began
         peak[0] = max(peak[0], rss(bridge.pid))
         healthy = request(port, "GET", "/healthz", OTHER, timeout=5)[0] == 200
-        for sock in held:
+        late_after = lateness(port)
+        try:
+            probes = json.loads(prober.communicate(timeout=30)[0] or b"{}")
+        except (subprocess.TimeoutExpired, ValueError):
+            probes = {}
+        probe_latencies = sorted(probes.get("latencies", []))
+        def over(kind):
+            (count, within, _), (count_before, within_before, _) = late_after[kind], late_before[kind]
+            return (count - within) - (count_before - within_before)
+
+        ticks = late_after["held"][0] - late_before["held"][0]
+        for sock in held + silent:
             sock.close()
 
         latencies = sorted(self.other_latencies)
@@ -299,6 +511,16 @@ class Campaign:
             "other_p50_ms": round(quantile(0.5) * 1000, 1),
             "other_p99_ms": round(quantile(0.99) * 1000, 1),
             "other_errors": self.other_errors[:10],
+            "fresh_probes": len(probe_latencies),
+            "fresh_probe_p50_ms": round(probe_latencies[len(probe_latencies) // 2] * 1000, 1) if probe_latencies else None,
+            "fresh_probe_max_ms": round(probe_latencies[-1] * 1000, 1) if probe_latencies else None,
+            "fresh_probe_failures": probes.get("failures", ["no answer from the prober"]),
+            "event_loop_ticks": ticks,
+            "event_loop_ticks_held_over_50ms": over("held"),
+            "event_loop_held_max_ms": round(late_after["held"][2] * 1000, 1),
+            "event_loop_ticks_late_over_50ms": over("lateness"),
+            "event_loop_lateness_max_ms": round(late_after["lateness"][2] * 1000, 1),
+            "event_loop_lateness_max_before_ms": round(late_before["lateness"][2] * 1000, 1),
         }
         print(json.dumps(figures, indent=2), flush=True)
         self.check("the bridge is alive and /healthz answers 200", bridge.poll() is None and healthy)
@@ -309,8 +531,24 @@ class Campaign:
             f"peak {peak[0] / 2**20:.0f} MiB, baseline {baseline / 2**20:.0f} MiB, budget {BUDGET >> 20} MiB, margin {MARGIN >> 20} MiB",
         )
         self.check("the sessions' loads were refused by the memory share", any("memory-share-exhausted" in key for key in refusals), str(refusals))
-        self.check("distinct public reads were refused by the address's share", any("too-many-public-subscriptions-from-address" in key for key in refusals))
+        self.check(
+            "distinct public reads were refused by the address's share",
+            any(key.startswith("public reads") and ("too-many-public-subscriptions-from-address" in key or "memory-share-exhausted" in key) for key in refusals),
+        )
         self.check("idle connections past the address's bound were refused", any("too-many-connections-from-address" in key for key in refusals))
+        self.check(
+            "fresh-connection /healthz answered within 100 ms every time",
+            probe_latencies and not probes.get("failures") and probe_latencies[-1] < PROBE_LIMIT,
+            f"{len(probe_latencies)} probes, slowest {figures['fresh_probe_max_ms']} ms, failures {figures['fresh_probe_failures']}",
+        )
+        self.check(
+            "no event loop was held more than 50 ms past a timer's due time",
+            late_after["held"][1] >= 0 and over("held") == 0 and ticks > 0,
+            f"{over('held'):.0f} of {ticks:.0f} ticks held over 50 ms (largest since start {figures['event_loop_held_max_ms']} ms); "
+            f"counting the time the loops' threads waited for a core: {over('lateness'):.0f} over 50 ms, largest {figures['event_loop_lateness_max_ms']} ms",
+        )
+        for work in ("silent resuming readers", "silent snapshot readers", "expensive public reads refused", "expensive document queries refused"):
+            self.check(f"the worker's {work}: some", self.attack.get(work, 0) > 0, str(dict(self.attack)))
         self.check("the campaign stayed bounded", elapsed < self.seconds + 30, f"{elapsed:.1f} s")
         return self.finish(figures)
 
@@ -334,9 +572,15 @@ def main():
     parser.add_argument("--bin", default=os.environ.get("DDP_BRIDGE_BIN", ".build/debug/ddp-bridge"))
     parser.add_argument("--seconds", type=float, default=30.0, help="how long the attack may go on (default 30)")
     parser.add_argument("--out", help="write the figures here as JSON")
+    parser.add_argument("--only", help=f"run only these attacks, comma-separated ({','.join(Campaign.ATTACKS)}); their checks may then fail")
+    parser.add_argument("--probe", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.probe:
+        probe(args.probe, min(max(args.seconds, 1.0), 600.0))
+        return 0
     with tempfile.TemporaryDirectory(prefix="ddp-resources-") as work:
-        campaign = Campaign(os.path.abspath(args.bin), work, min(max(args.seconds, 5.0), 600.0))
+        only = args.only.split(",") if args.only else Campaign.ATTACKS
+        campaign = Campaign(os.path.abspath(args.bin), work, min(max(args.seconds, 5.0), 600.0), only)
         try:
             figures = campaign.run()
         except KeyboardInterrupt:

@@ -72,7 +72,7 @@ public enum BridgeApplication {
             await onServerRunning(channel)
         }
         // How late the event loops run what is due on them (the metric that says nothing holds them).
-        let lateness = EventLoopLateness(group: configuration.eventLoopGroup, factory: metrics.factory)
+        let lateness = EventLoopLateness(group: configuration.eventLoopGroup, factory: metrics.factory, logger: logger)
         let application = Application(
             router: router, server: server, configuration: http, services: [registry, fanout, probe, lateness], onServerRunning: running,
             eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)

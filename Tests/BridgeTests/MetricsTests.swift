@@ -66,6 +66,9 @@ import Testing
             let text = try await h.request(.get, "/metrics").text
             let largest = metricSample(text, "ddp_bridge_event_loop_lateness_max_seconds") ?? 0
             #expect(largest >= 0.25 && largest < 5, "the largest lateness after a 300 ms hold: \(largest)")
+            // A loop held by work, not one waiting for a core: the time held is about the lateness.
+            let held = metricSample(text, "ddp_bridge_event_loop_held_max_seconds") ?? 0
+            #expect(held >= 0.2 && held <= largest, "held \(held), late \(largest)")
             let ticks = metricSample(text, "ddp_bridge_event_loop_lateness_seconds_count") ?? 0
             let punctual = metricSample(text, #"ddp_bridge_event_loop_lateness_seconds_bucket{le="0.25"}"#) ?? 0
             #expect(ticks > punctual && punctual >= 0, "ticks \(ticks), within 250 ms \(punctual)")
@@ -77,5 +80,8 @@ import Testing
         let due = NIODeadline.uptimeNanoseconds(1_000_000_000)
         #expect(EventLoopLateness.lateness(due: due, now: due + .milliseconds(7)) == .milliseconds(7))
         #expect(EventLoopLateness.lateness(due: due, now: due - .milliseconds(1)) == .zero)
+        // What the loop's thread spent waiting for a core is the machine's, not the loop's work.
+        #expect(EventLoopLateness.held(late: .milliseconds(80), waited: .milliseconds(70)) == .milliseconds(10))
+        #expect(EventLoopLateness.held(late: .milliseconds(20), waited: .milliseconds(30)) == .zero)
     }
 }

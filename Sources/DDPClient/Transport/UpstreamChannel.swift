@@ -98,6 +98,10 @@ struct UpstreamChannel: Sendable {
         return try channel.pipeline.syncOperations.configureUpgradableHTTPClientPipeline(configuration: pipeline)
     }
 
+    /// At most this many reads of at most ``readSize`` bytes from the upstream per turn of the loop.
+    static let readsPerTurn: UInt = 1
+    static let readSize = 16 * 1024
+
     /// Connects on `eventLoop` (the client's). The future completes when the attempt ends: with
     /// the violation that ended the WebSocket, if any; failed if it never opened (refused,
     /// declined, the deadline). No task waits for it.
@@ -108,6 +112,12 @@ struct UpstreamChannel: Sendable {
             // No half-closure: the upstream's FIN closes the channel, during the upgrade too (with
             // it, an upstream that closed while stopping held the attempt until its deadline).
             .connectTimeout(TimeAmount(handshakeTimeout))
+            // Fair to the loop's other connections: one read of at most 16 KiB per turn of the
+            // loop, so a subscription loading thousands of documents holds its loop a couple of
+            // milliseconds at a time, not tens (NIO's defaults, 4 reads of up to 64 KiB, held it
+            // ~30 ms per turn: docs/ARCHITECTURE.md, "Work whose size depends on data").
+            .channelOption(.maxMessagesPerRead, value: Self.readsPerTurn)
+            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: Self.readSize, maximum: Self.readSize))
             .channelInitializer { [client] channel in
                 // If the channel goes before the upgrade has said anything (an upgrade handler
                 // that never completes), the attempt still ends. Completing a promise again is a no-op.
