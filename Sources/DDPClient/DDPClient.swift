@@ -105,9 +105,27 @@ public actor DDPClient {
     public func withCache<T: Sendable>(_ body: (DocumentCache) throws -> T) rethrows -> T { try body(machine.cache) }
     /// A copy of one collection of the merged view (O(1): copy-on-write), to read outside the actor.
     public func collection(_ name: String) -> DocumentCache.Collection? { machine.cache.collections[name] }
-    /// The same, with an index of each of `fields` (built on first use, then kept by every change).
-    public func collection(_ name: String, indexing fields: [String]) -> DocumentCache.Collection? {
-        fields.isEmpty ? machine.cache.collections[name] : machine.indexedCollection(name, fields: fields, at: .now)
+    /// The same, with an index of each of `fields`. One the view keeps is used as it is; a
+    /// missing one is built here, on the caller's task and outside the actor (sorting a field's
+    /// values of every document is data-sized work, and the actor runs on an event loop), then
+    /// handed back to be kept up by later changes.
+    public nonisolated func collection(_ name: String, indexing fields: [String]) async -> DocumentCache.Collection? {
+        guard !fields.isEmpty else { return await collection(name) }
+        guard var (collection, builds) = await indexing(name, fields: fields) else { return nil }
+        for build in builds {
+            let index = FieldIndex(field: build.field, documents: collection.documents, at: .now)
+            collection.use(index)
+            if build.canBeKept { await keep(index, in: name, build: build, builtFrom: collection.documents) }
+        }
+        return collection
+    }
+
+    private func indexing(_ name: String, fields: [String]) -> (collection: DocumentCache.Collection, builds: [IndexBuild])? {
+        machine.indexing(name, fields: fields, at: .now)
+    }
+
+    private func keep(_ index: FieldIndex, in name: String, build: IndexBuild, builtFrom documents: DocumentMap) {
+        machine.keep(index, in: name, build: build, builtFrom: documents, at: .now)
     }
     public var userID: String? { machine.userID }
     public var loginToken: String? { machine.loginToken }

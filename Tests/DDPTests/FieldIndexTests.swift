@@ -95,6 +95,81 @@ import Testing
         }
     }
 
+    /// A random change to one of 60 documents of collection `c`.
+    static func change(_ dice: inout Dice, fields: [String]) -> ServerMessage {
+        let id = "d\(dice.next(60))"
+        let field = fields[dice.next(fields.count)]
+        switch dice.next(6) {
+        case 0, 1: return .added(collection: "c", id: id, fields: EJSONObject([.init(key: field, value: Self.value(&dice))]))
+        case 2, 3: return .changed(collection: "c", id: id, fields: EJSONObject([.init(key: field, value: Self.value(&dice))]), cleared: [])
+        case 4: return .changed(collection: "c", id: id, fields: [:], cleared: [field])
+        default: return .removed(collection: "c", id: id)
+        }
+    }
+
+    /// An index built outside the cache's owner from a copy, while the cache goes on changing,
+    /// and handed back: brought up to date, it holds what one built from the documents now would.
+    @Test(arguments: 0..<40)
+    func anIndexBuiltFromACopyWhileTheCacheChangesIsKeptUpToDate(seed: Int) throws {
+        var dice = Dice(seed: UInt64(seed) &+ 11)
+        var cache = DocumentCache()
+        let t0 = ContinuousClock.now
+        for _ in 0..<100 { _ = cache.apply(Self.change(&dice, fields: ["a", "b"])) }
+        // A collection removed while empty and made again loses the build: add one that stays.
+        _ = cache.apply(.added(collection: "c", id: "keep", fields: ["b": 1]))
+        let started = cache.indexing("c", fields: ["a"], at: t0)
+        let (copy, builds) = try #require(started)
+        #expect(builds.map(\.field) == ["a"] && builds.allSatisfy(\.canBeKept))
+        // A second query meanwhile builds its own, for itself only.
+        let second = cache.indexing("c", fields: ["a"], at: t0)
+        #expect(second?.builds.map(\.canBeKept) == [false])
+        let index = FieldIndex(field: "a", documents: copy.documents, at: t0)
+        for _ in 0..<100 { _ = cache.apply(Self.change(&dice, fields: ["a", "b"])) }
+        let build = try #require(builds.first)
+        let kept1 = cache.keep(index, in: "c", build: build, builtFrom: copy.documents, at: t0)
+        let kept2 = cache.keep(index, in: "c", build: build, builtFrom: copy.documents, at: t0)
+        #expect(kept1, "seed \(seed)")
+        #expect(!kept2, "a build is kept once")
+        for _ in 0..<100 { _ = cache.apply(Self.change(&dice, fields: ["a", "b"])) }
+        let collection = try #require(cache.collections["c"])
+        let kept = try #require(collection.indexes["a"])
+        let built = FieldIndex(field: "a", documents: collection.documents, at: t0)
+        #expect(kept.entries.map(\.id) == built.entries.map(\.id), "seed \(seed)")
+        #expect(kept.entries.map(\.value) == built.entries.map(\.value), "seed \(seed)")
+        #expect(kept.unordered == built.unordered, "seed \(seed)")
+        // Later queries use it as it is: no build.
+        let later = cache.indexing("c", fields: ["a"], at: t0)
+        #expect(later?.builds.isEmpty == true)
+    }
+
+    /// A build whose collection changed past the bound, or that was taken as abandoned, is not kept.
+    @Test func aBuildTooLongOrTooChangedIsNotKept() throws {
+        var cache = DocumentCache()
+        let t0 = ContinuousClock.now
+        _ = cache.apply(.added(collection: "c", id: "x", fields: ["a": 1]))
+        let started = cache.indexing("c", fields: ["a"], at: t0)
+        let (copy, builds) = try #require(started)
+        let index = FieldIndex(field: "a", documents: copy.documents, at: t0)
+        for n in 0...PendingIndexBuild.maxChanges { _ = cache.apply(.added(collection: "c", id: "d\(n)", fields: ["a": .int(n)])) }
+        let build = try #require(builds.first)
+        let tooChanged = cache.keep(index, in: "c", build: build, builtFrom: copy.documents, at: t0)
+        #expect(!tooChanged)
+        #expect(cache.collections["c"]?.indexes["a"] == nil)
+        // Abandoned: a build not handed back within its time is replaced by the next query's.
+        let firstStart = cache.indexing("c", fields: ["a"], at: t0)
+        let first = try #require(firstStart?.builds.first)
+        let later = t0 + PendingIndexBuild.abandonedAfter + .seconds(1)
+        let secondStart = cache.indexing("c", fields: ["a"], at: later)
+        let second = try #require(secondStart?.builds.first)
+        #expect(second.canBeKept)
+        let documents = try #require(cache.collections["c"]?.documents)
+        let fresh = FieldIndex(field: "a", documents: documents, at: later)
+        let keptFirst = cache.keep(fresh, in: "c", build: first, builtFrom: documents, at: later)
+        let keptSecond = cache.keep(fresh, in: "c", build: second, builtFrom: documents, at: later)
+        #expect(!keptFirst)
+        #expect(keptSecond)
+    }
+
     @Test func aRangeFindsItsTypeClassOnlyAndEqualityItsValue() throws {
         var cache = DocumentCache()
         let values: [EJSON] = [1, 2, 3, "1", "2", .date(2), .bool(true), [2, "x"]]

@@ -25,12 +25,16 @@ public struct DocumentCache: Sendable, Equatable {
         public internal(set) var order: [String]? = nil
         /// Indexes of top-level fields that queries asked for (``FieldIndex``), kept by every change.
         public internal(set) var indexes: [String: FieldIndex] = [:]
+        /// Indexes being built outside the cache's owner, by field (``DocumentCache/indexing(_:fields:at:)``).
+        var builds: [String: PendingIndexBuild] = [:]
 
         /// The same documents in the same order (indexes are a means, not content).
         public static func == (a: Collection, b: Collection) -> Bool { a.documents == b.documents && a.order == b.order }
     }
 
     public internal(set) var collections: [String: Collection] = [:]
+    /// The last token handed to an index build (``IndexBuild``).
+    var lastBuildToken: UInt64 = 0
     /// An estimate of the memory the documents take (``DocumentCache/cost(id:_:)``), kept as they
     /// change, each step in proportion to the fields it touches: what a memory budget charges.
     public private(set) var estimatedBytes = 0

@@ -27,7 +27,9 @@ public struct FieldIndex: Sendable {
     /// When a query last used it (an instant the owner passes in).
     var lastUsed: ContinuousClock.Instant
 
-    init(field: String, documents: DocumentMap, at now: ContinuousClock.Instant) {
+    /// Built from `documents` (O(n log n)): outside the cache's owner, by whoever asked for it
+    /// (``DocumentCache/indexing(_:fields:at:)``).
+    public init(field: String, documents: DocumentMap, at now: ContinuousClock.Instant) {
         self.field = field
         self.lastUsed = now
         var entries: [Entry] = []
@@ -167,12 +169,88 @@ public enum IndexRange: Sendable, Equatable {
     }
 }
 
+/// An index a query builds outside the cache's owner, from its copy of a collection, and hands
+/// back to be kept (``DocumentCache/keep(_:in:build:builtFrom:at:)``). Only one build per field
+/// at a time can be kept: the cache notes the documents that change meanwhile and applies them to
+/// the index when it comes back.
+public struct IndexBuild: Sendable, Equatable {
+    public let field: String
+    /// `nil`: another build of the field is under way; this one is for its query only.
+    let token: UInt64?
+
+    /// Whether the index built can be handed back to be kept.
+    public var canBeKept: Bool { token != nil }
+}
+
+/// A build under way: its token, when it began, and the documents changed since (`nil` past
+/// ``maxChanges``: too many to apply, the index is not kept).
+struct PendingIndexBuild: Sendable {
+    let token: UInt64
+    let started: ContinuousClock.Instant
+    var changed: Set<String>?
+
+    static let maxChanges = 10_000
+    /// A build not handed back after this long is taken as abandoned (its query ended).
+    static let abandonedAfter: Duration = .seconds(60)
+}
+
 extension DocumentCache {
     /// How long an index no query uses is kept up.
     public static let indexIdleLimit: Duration = .seconds(300)
 
+    /// One collection, for a query to run on outside the cache's owner, with the indexes of
+    /// `fields` the cache keeps (marked used), and a build for each one it does not have: the
+    /// query builds that index from its copy (``FieldIndex/init(field:documents:at:)``), off the
+    /// owner's executor, and hands it back (``keep(_:in:build:builtFrom:at:)``). Indexes unused
+    /// for ``indexIdleLimit`` are dropped. Nothing here is in proportion to the documents.
+    public mutating func indexing(_ collection: String, fields: [String], at now: ContinuousClock.Instant) -> (
+        collection: Collection, builds: [IndexBuild]
+    )? {
+        guard collections[collection] != nil else { return nil }
+        collections[collection]!.dropIndexes(unusedSince: now - Self.indexIdleLimit)
+        var builds: [IndexBuild] = []
+        for field in fields {
+            if collections[collection]!.indexes[field] != nil {
+                collections[collection]!.indexes[field]!.lastUsed = now
+                continue
+            }
+            if let pending = collections[collection]!.builds[field], now - pending.started < PendingIndexBuild.abandonedAfter {
+                builds.append(IndexBuild(field: field, token: nil))
+                continue
+            }
+            lastBuildToken &+= 1
+            collections[collection]!.builds[field] = PendingIndexBuild(token: lastBuildToken, started: now, changed: [])
+            builds.append(IndexBuild(field: field, token: lastBuildToken))
+        }
+        return (collections[collection]!, builds)
+    }
+
+    /// Keeps `index`, built by `build` from `documents` (a version of the collection), brought up
+    /// to date with the documents changed since; O(changes). Returns whether it was kept: not
+    /// when the build is not the field's current one, too much changed meanwhile, or the
+    /// collection went away (the query used its index anyway).
+    @discardableResult
+    public mutating func keep(
+        _ index: FieldIndex, in collection: String, build: IndexBuild, builtFrom documents: DocumentMap, at now: ContinuousClock.Instant
+    ) -> Bool {
+        guard let token = build.token, let pending = collections[collection]?.builds[build.field], pending.token == token else { return false }
+        collections[collection]!.builds[build.field] = nil
+        guard let changed = pending.changed, collections[collection]!.indexes[build.field] == nil, index.field == build.field else { return false }
+        var index = index
+        let current = collections[collection]!.documents
+        for id in changed {
+            let old = documents[id]?[build.field]
+            let new = current[id]?[build.field]
+            if old != new { index.update(id: id, old: old, new: new) }
+        }
+        index.lastUsed = now
+        collections[collection]!.add(index)
+        return true
+    }
+
     /// One collection, with an index of each of `fields` (built now when missing), for a query
     /// to run on outside the cache's owner; indexes unused for ``indexIdleLimit`` are dropped.
+    /// Builds inside the owner: tests compare it with ``indexing(_:fields:at:)``.
     public mutating func indexed(_ collection: String, fields: [String], at now: ContinuousClock.Instant) -> Collection? {
         guard collections[collection] != nil else { return nil }
         collections[collection]!.dropIndexes(unusedSince: now - Self.indexIdleLimit)
@@ -204,13 +282,21 @@ extension DocumentCache.Collection {
             indexes[field] = index
             return index
         }
-        if indexes.count >= Self.maxIndexes, let oldest = indexes.values.min(by: { $0.lastUsed < $1.lastUsed }) {
-            indexes[oldest.field] = nil
-        }
         let index = FieldIndex(field: field, documents: documents, at: now)
-        indexes[field] = index
+        add(index)
         return index
     }
+
+    /// Keeps `index`; past ``maxIndexes`` the least recently used goes.
+    mutating func add(_ index: FieldIndex) {
+        if indexes[index.field] == nil, indexes.count >= Self.maxIndexes, let oldest = indexes.values.min(by: { $0.lastUsed < $1.lastUsed }) {
+            indexes[oldest.field] = nil
+        }
+        indexes[index.field] = index
+    }
+
+    /// This copy's query uses `index` (built from this copy's documents); the cache is not changed.
+    public mutating func use(_ index: FieldIndex) { indexes[index.field] = index }
 
     /// Drops the indexes no query used since `instant` (their upkeep costs every change).
     public mutating func dropIndexes(unusedSince instant: ContinuousClock.Instant) {
@@ -219,12 +305,21 @@ extension DocumentCache.Collection {
 
     /// Keeps every index in step with one document's change (`nil`: absent before, or after).
     mutating func reindex(_ id: String, old: EJSONObject?, new: EJSONObject?) {
+        if !builds.isEmpty { noteChangeDuringBuilds(id) }
         guard !indexes.isEmpty else { return }
         for field in Array(indexes.keys) {
             let before = old?[field]
             let after = new?[field]
             if before == after { continue }
             indexes[field]!.update(id: id, old: before, new: after)
+        }
+    }
+
+    /// A document changed while indexes are being built: noted for each, up to a bound.
+    private mutating func noteChangeDuringBuilds(_ id: String) {
+        for field in Array(builds.keys) where builds[field]!.changed != nil {
+            builds[field]!.changed!.insert(id)
+            if builds[field]!.changed!.count > PendingIndexBuild.maxChanges { builds[field]!.changed = nil }
         }
     }
 }

@@ -37,10 +37,21 @@ public struct DDPConnectionStateMachine: Sendable {
     /// The merged document view (what consumers see; excludes data buffered during a reset).
     public private(set) var cache = DocumentCache()
 
-    /// One collection of the merged view with indexes of `fields` (``DocumentCache/indexed(_:fields:at:)``):
-    /// the indexes are kept in the view, so later changes keep them up.
-    public mutating func indexedCollection(_ name: String, fields: [String], at now: ContinuousClock.Instant) -> DocumentCache.Collection? {
-        cache.indexed(name, fields: fields, at: now)
+    /// One collection of the merged view with the indexes of `fields` it keeps, and a build for
+    /// each missing one, to be made by the caller outside the owner
+    /// (``DocumentCache/indexing(_:fields:at:)``).
+    public mutating func indexing(_ name: String, fields: [String], at now: ContinuousClock.Instant) -> (
+        collection: DocumentCache.Collection, builds: [IndexBuild]
+    )? {
+        cache.indexing(name, fields: fields, at: now)
+    }
+
+    /// Keeps an index built outside the owner, brought up to date (``DocumentCache/keep(_:in:build:builtFrom:at:)``).
+    @discardableResult
+    public mutating func keep(
+        _ index: FieldIndex, in name: String, build: IndexBuild, builtFrom documents: DocumentMap, at now: ContinuousClock.Instant
+    ) -> Bool {
+        cache.keep(index, in: name, build: build, builtFrom: documents, at: now)
     }
     public private(set) var userID: String?
     public private(set) var loginToken: String?
