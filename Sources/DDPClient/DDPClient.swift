@@ -499,8 +499,8 @@ public actor DDPClient {
                 deliver(.subscriptionStopped(id: id, error: error))
             case .documentsChanged(let changes):
                 deliver(.documentsChanged(changes))
-            case .userChanged(let userID):
-                deliver(.userChanged(userId: userID))
+            case .loginChanged(let login):
+                deliver(.loginChanged(login))
             case .resumeRefused(let error):
                 logger.info("the upstream refused the resume token; the session is anonymous now", metadata: ["error": "\(error.error)"])
                 deliver(.resumeRefused(error))

@@ -7,7 +7,9 @@ public enum DDPClientEvent: Sendable, Equatable {
     case documentsChanged([AppliedChange])
     case subscriptionReady(id: String)
     case subscriptionStopped(id: String, error: DDPFailure?)
-    case userChanged(userId: String?)
+    /// The connection's login (its user and resume token) changed; `nil`: logged out. Any
+    /// login-shaped method result counts (``DDP/DDPConnectionStateMachine/Action/loginChanged(_:)``).
+    case loginChanged(LoginResult?)
     /// After a reconnect the stored resume token was refused; the connection is anonymous now.
     case resumeRefused(DDPError)
     case protocolError(reason: String)

@@ -55,11 +55,14 @@ struct SessionStateMachine: Sendable {
     private(set) var connection: ConnectionState = .idle
     /// Why the upstream is not usable (``DDP/ConnectionState/failure(previously:)``).
     private(set) var upstreamFailure: String?
+    /// Who the session is, and the Meteor resume token of that login (kept, sealed, by a
+    /// session store): what the upstream connection last said (``DDPClient/DDPClientEvent/loginChanged(_:)``),
+    /// whichever route the login took (a session route, `POST /v1/methods/login`, a resume).
     private(set) var userID: String?
-    /// The bridge itself logged in with a password (so closing the session logs out upstream).
-    private(set) var loggedInByBridge = false
-    /// The Meteor resume token of the login upstream (kept, sealed, by a session store).
     private(set) var loginToken: String?
+    /// The bridge itself logged in with a password (so closing the session logs out upstream):
+    /// claimed for the current token by whoever made the login (``claimLogin(token:byBridge:)``).
+    private(set) var loggedInByBridge = false
     private(set) var closed: String?
     /// The subscription ledger (shared by name and params, counted, lingering).
     var subscriptions = SharedSubscriptions()
@@ -115,10 +118,16 @@ struct SessionStateMachine: Sendable {
         case .subscriptionStopped(let id, let error):
             subscriptions.remove(id)
             events = pipeline.event(.nosub, ["subscription": .string(id), "error": error?.ejson ?? .null], now: now)
-        case .userChanged(let user):
-            userID = user
+        case .loginChanged(let login):
+            let user = login?.userId
+            // A new token is nobody's to log out until its maker claims it.
+            if login?.token != loginToken { loggedInByBridge = false }
+            loginToken = login?.token
             dirty = true
-            events = pipeline.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
+            if user != userID {
+                userID = user
+                events = pipeline.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
+            }
         case .documentsChanged(let changes):
             encodedDocuments.changed(changes)
             events = pipeline.documents(changes, now: now)
@@ -196,15 +205,13 @@ struct SessionStateMachine: Sendable {
 
     // MARK: - Login
 
-    /// A login upstream succeeded; `byBridge`: with a password here (the bridge's to log out).
-    mutating func loggedIn(token: String, byBridge: Bool) {
-        loginToken = token
+    /// A login upstream succeeded, made by the claimant: `byBridge`, with credentials here (the
+    /// bridge's to log out when the session closes). Who is logged in, and with which token,
+    /// the connection has said already (``received(_:now:)``); a token it no longer holds (a
+    /// later login came first) is not claimed.
+    mutating func claimLogin(token: String, byBridge: Bool) {
+        guard token == loginToken else { return }
         loggedInByBridge = byBridge
-    }
-
-    mutating func loggedOut() {
-        loggedInByBridge = false
-        loginToken = nil
     }
 
     // MARK: - Memory budget

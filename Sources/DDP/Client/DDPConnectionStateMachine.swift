@@ -318,37 +318,36 @@ public struct DDPConnectionStateMachine: Sendable {
         return deferIfResetting([.subscriptionStopped(id: id, error: error)]) + checkQuiescence()
     }
 
+    /// A method's `result`. The connection's login is what the upstream says it is: a
+    /// login-shaped result (``LoginResult``: `{"id", "token"}`) of any call but `logout` logs
+    /// the connection in, whatever route the call took (`login`, `createUser`, or a method
+    /// that logs in the way they do); `logout` and a refused resume log it out.
     private mutating func result(_ id: String, outcome: Result<EJSON?, DDPFailure>) -> [Action] {
         guard let call = methods[id], call.outcome == nil else { return [] }
         methods[id]!.outcome = outcome
         var actions: [Action] = []
         switch (call.kind, outcome) {
-        case (.login, .success(let value)), (.resume, .success(let value)):
-            if let login = LoginResult(value) {
-                let changed = login.userId != userID
-                userID = login.userId
-                loginToken = login.token
-                tokenExpires = login.tokenExpires
-                if changed { actions.append(.userChanged(userId: login.userId)) }
-            }
-        case (.resume, .failure(.server(let error))):
-            let wasLoggedIn = userID != nil
-            userID = nil
-            loginToken = nil
-            tokenExpires = nil
-            actions.append(.resumeRefused(error))
-            if wasLoggedIn { actions.append(.userChanged(userId: nil)) }
         case (.logout, .success):
-            let wasLoggedIn = userID != nil
-            userID = nil
-            loginToken = nil
-            tokenExpires = nil
-            if wasLoggedIn { actions.append(.userChanged(userId: nil)) }
+            actions += setLogin(nil)
+        case (_, .success(let value)):
+            if let login = LoginResult(value) { actions += setLogin(login) }
+        case (.resume, .failure(.server(let error))):
+            actions.append(.resumeRefused(error))
+            actions += setLogin(nil)
         default:
             break
         }
         if call.kind != .resume { actions.append(.methodResult(id: id, outcome: outcome)) }
         return actions + deferIfResetting(completeIfDone(id))
+    }
+
+    /// The connection's login is now `login`; reported when its user or its token changed.
+    private mutating func setLogin(_ login: LoginResult?) -> [Action] {
+        let changed = login?.userId != userID || login?.token != loginToken
+        userID = login?.userId
+        loginToken = login?.token
+        tokenExpires = login?.tokenExpires
+        return changed ? [.loginChanged(login)] : []
     }
 
     private mutating func updated(_ ids: [String]) -> [Action] {
@@ -430,9 +429,19 @@ public struct DDPConnectionStateMachine: Sendable {
         return actions + checkQuiescence()
     }
 
-    /// Starts a method call; returns its id. Sent now if its block is on the wire.
+    /// Starts a method call; returns its id. Sent now if its block is on the wire. `login`,
+    /// `createUser` and `logout` are what their own calls below are (a `wait` method, as Meteor's
+    /// accounts client calls them; the connection's login follows their results).
     public mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions = .default) -> (id: String, actions: [Action]) {
-        callMethod(name, params: params, options: options, kind: .normal)
+        let kind: MethodKind =
+            switch name {
+            case "login", "createUser": .login
+            case "logout": .logout
+            default: .normal
+            }
+        var options = options
+        if kind != .normal { options.wait = true }
+        return callMethod(name, params: params, options: options, kind: kind)
     }
 
     mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions, kind: MethodKind) -> (id: String, actions: [Action]) {
