@@ -25,8 +25,16 @@ import Testing
             case .resumeConnectionWaiters(nil): "resume waiters"
             case .resumeConnectionWaiters(let error?): "fail waiters \(error.error.stringValue ?? "?")"
             case .armFlushTimer(let at): "arm timer +\((at - t0).wholeMilliseconds)ms"
+            case .finishStreams(let ending): "finish streams " + (Self.lastErrorCode(ending) ?? "?")
             }
         }
+    }
+
+    /// The `error` of a stream's last frame (`event: error`, `data: {"error", "reason"}`).
+    static func lastErrorCode(_ frame: [UInt8]) -> String? {
+        let text = String(decoding: frame, as: UTF8.self)
+        guard text.hasPrefix("event: error\n"), let data = text.split(separator: "\n").first(where: { $0.hasPrefix("data: ") }) else { return nil }
+        return (try? EJSONParser.parse(String(data.dropFirst(6))))?["error"]?.stringValue
     }
 
     @Test func theConnectionComingUpReleasesItsWaitersAndTellsTheStreams() {
@@ -133,6 +141,37 @@ import Testing
         #expect(describe(m.received(.loginChanged(nil), now: t0)) == ["deliver 3:user"])
         let out = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
         #expect(out != nil && out?.userID == nil && out?.loginToken == nil && out?.bridgeLogin == false)
+        #expect(m.loginLost == nil, "a logout on purpose loses nothing")
+    }
+
+    /// A refused resume is a lost login: the streams end with `login-lost`, requests get 401
+    /// `login-lost` (waiting ones too, when the connection closes), no stream is admitted, and
+    /// the session is never stored as an anonymous one.
+    @Test func aRefusedResumeIsALostLogin() {
+        var m = machine(window: .zero)
+        _ = m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0)
+        _ = m.received(.loginChanged(LoginResult(userId: "u1", token: "resume-token", tokenExpires: nil)), now: t0)
+        m.claimLogin(token: "resume-token", byBridge: true)
+        _ = m.received(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(10), reason: nil)), now: t0)
+        _ = m.received(.stateChanged(.connected(session: "s2", version: "1")), now: t0)
+        let refusal = DDPError.meteor(403, "You've been logged out by the server. Please log in again.")
+        #expect(describe(m.received(.resumeRefused(refusal), now: t0)) == ["finish streams login-lost"])
+        #expect(m.loginLost?.status == .unauthorized && m.loginLost?.error == "login-lost")
+        #expect(m.loginLost?.details?["upstream"]?["reason"] == "You've been logged out by the server. Please log in again.")
+        #expect(m.loginLost?.reason.contains("You've been logged out by the server") == true)
+        #expect(m.lostLoginEnding.flatMap(Self.lastErrorCode) == "login-lost")
+        #expect(m.received(.resumeRefused(refusal), now: t0).isEmpty, "once")
+        _ = m.received(.loginChanged(nil), now: t0)
+        let closed = m.received(.stateChanged(.closed(reason: "the login was lost")), now: t0)
+        #expect(describe(closed).first == "fail waiters login-lost")
+        guard case .refused(let refused) = m.connectionWait else {
+            Issue.record("a request after the loss is refused")
+            return
+        }
+        #expect(refused.error == "login-lost")
+        #expect(#expect(throws: BridgeError.self) { try m.admitStream(limit: 9) }?.error == "login-lost")
+        #expect(m.storeRecord(onlyIfChanged: false, slack: .zero, now: t0, wallClock: Date(), idleTimeout: .seconds(600)) == nil)
+        #expect(m.close(reason: "its login was lost", keepLogin: false)?.logOut == false, "nothing left to log out")
     }
 
     @Test func theIdleDeadlineCountsFromTheLastActivityUnlessAStreamIsOpen() {

@@ -373,6 +373,39 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         #expect(sent(out.reconnect(session: "S3")).isEmpty, "nothing to resume after a logout")
     }
 
+    /// With ``DDPClientConfiguration/closesWhenLoginIsLost``, a refused resume closes the
+    /// connection at once: the calls waiting behind the resume are never sent (they would run
+    /// anonymous) and fail with `login-lost`, as does any call made afterwards.
+    @Test func aLostLoginClosesTheConnectionWhenTheOwnerAsks() {
+        var h = Harness(DDPClientConfiguration(closesWhenLoginIsLost: true))
+        h.connect()
+        let (login, _) = h.machine.login(.password(user: .username("alice"), password: "secret"))
+        _ = h.receive(.result(id: login, outcome: .success(["id": "U1", "token": "T1"])))
+        _ = h.receive(.updated(methods: [login]))
+        _ = h.machine.transportClosed(at: h.now, unit: 0.5)
+        let (pending, _) = h.machine.callMethod("insertTask", params: [])
+        _ = h.machine.reconnectTimerFired()
+        _ = h.machine.transportOpened(at: h.now)
+        let afterConnect = sent(h.receive(.connected(session: "S2")))
+        guard case .method(let resume, "login", [["resume": "T1"]], nil)? = afterConnect.first else {
+            Issue.record("the resume login goes first, got \(afterConnect)")
+            return
+        }
+        let refusal = DDPError.meteor(403, "You've been logged out by the server. Please log in again.")
+        let actions = h.receive(.result(id: resume, outcome: .failure(refusal)))
+        let lost = DDPClientError.loginLost(refusal)
+        #expect(lost.code == .loginLost && lost.details?["upstream"]?["reason"] == .string(refusal.reason ?? ""))
+        #expect(actions.prefix(2) == [.resumeRefused(refusal), .loginChanged(nil)])
+        #expect(actions.contains(.methodCompleted(id: pending, outcome: .failure(.local(lost)))))
+        #expect(actions.contains(.closeTransport))
+        #expect(actions.last == .stateChanged(.closed(reason: "the login was lost (its resume token was refused)")))
+        #expect(sent(actions + h.receive(.updated(methods: [resume]))).isEmpty, "nothing runs anonymous")
+        #expect(h.machine.closedFailure == lost)
+        let (later, refused) = h.machine.callMethod("echo", params: [])
+        #expect(refused.contains(.methodCompleted(id: later, outcome: .failure(.local(lost)))))
+        #expect(h.machine.transportClosed(at: h.now, unit: 0.5).isEmpty, "no reconnect")
+    }
+
     @Test func atMostOnceMethodsFailInsteadOfBeingResent() {
         var h = Harness()
         h.connect()

@@ -85,8 +85,11 @@ public final class Session: Sendable {
             firstEventID: EventLog.randomFirstID())
         let state = LockedState(State(machine: SessionStateMachine(pipeline: pipeline, now: configuration.clock.now)))
         self.state = state
+        // A session never goes on without its login: a refused resume closes the connection.
+        var protocolConfiguration = configuration.ddp
+        protocolConfiguration.closesWhenLoginIsLost = true
         var options = DDPClientOptions(
-            url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
+            url: configuration.upstream, protocolConfiguration: protocolConfiguration, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
         // The public fan-out's anonymous connections stand for no one address.
         let user: UserIdentity? = if case .user(let user) = owner { user } else { nil }
@@ -162,6 +165,8 @@ public final class Session: Sendable {
                     if let error { waiter.resume(throwing: error) } else { waiter.resume() }
                 }
                 state.connectionWaiters = [:]
+            case .finishStreams(let ending):
+                for stream in state.streams.values { stream.finish(with: ending) }
             case .armFlushTimer(let deadline):
                 state.flushTimer = loop.scheduleDeadline(after: min(deadline - clock.now, .seconds(60))) {
                     shared.withLock { state in
@@ -215,6 +220,8 @@ public final class Session: Sendable {
     public var userID: String? { state.withLock { $0.machine.userID } }
     /// The session's Meteor resume token (`nil`: anonymous).
     var loginToken: String? { state.withLock { $0.machine.loginToken } }
+    /// The session had a login and lost it: 401 `login-lost` for every request; the registry ends it.
+    var loginLost: BridgeError? { state.withLock { $0.machine.loginLost } }
 
     /// Waits until the upstream connection is up, or answers 503 (after `timeout`, or at once
     /// when the connection is closed for good); a cancelled request stops waiting.

@@ -24,7 +24,8 @@ extension DDPConnectionStateMachine {
         /// `createUser`, or another that logs the connection in), or `nil` after `logout` or a
         /// refused resume.
         case loginChanged(LoginResult?)
-        /// The resume token was refused after a reconnect: the connection is now anonymous.
+        /// The resume token was refused after a reconnect: the connection is now anonymous (or,
+        /// with ``DDPClientConfiguration/closesWhenLoginIsLost``, closed).
         case resumeRefused(DDPError)
         /// The server reported a protocol error about something this client sent.
         case protocolError(reason: String, offendingMessage: EJSON?)

@@ -45,6 +45,9 @@ public struct DDPConnectionStateMachine: Sendable {
     public private(set) var userID: String?
     public private(set) var loginToken: String?
     public private(set) var tokenExpires: Double?
+    /// What calls fail with once the connection is closed: the cause given to ``close(reason:)``
+    /// (`connection-closed`), or `login-lost` (``DDPClientConfiguration/closesWhenLoginIsLost``).
+    public private(set) var closedFailure: DDPClientError?
 
     public init(configuration: DDPClientConfiguration = DDPClientConfiguration()) {
         precondition(!configuration.supportedVersions.isEmpty, "at least one DDP version must be supported")
@@ -124,15 +127,19 @@ public struct DDPConnectionStateMachine: Sendable {
 
     /// The owner closes the connection for good. Pending calls fail.
     public mutating func close(reason: String = "closed") -> [Action] {
+        close(reason: reason, failing: .connectionClosed("The connection was closed: \(reason)"))
+    }
+
+    /// Closes for good; pending calls, and calls made from now on, fail with `failure`.
+    private mutating func close(reason: String, failing failure: DDPClientError) -> [Action] {
         guard phase != .closed else { return [] }
         let wasOpen = phase == .connecting || phase == .connected
         phase = .closed
+        closedFailure = failure
         reset = nil
         var actions: [Action] = []
         for id in Array(methods.keys) {
-            actions += finish(
-                id, outcome: .failure(.local(.connectionClosed("The connection was closed: \(reason)"))),
-                resultAlreadyReported: methods[id]?.outcome != nil)
+            actions += finish(id, outcome: .failure(.local(failure)), resultAlreadyReported: methods[id]?.outcome != nil)
         }
         blocks = []
         if wasOpen { actions.append(.closeTransport) }
@@ -334,6 +341,11 @@ public struct DDPConnectionStateMachine: Sendable {
         case (.resume, .failure(.server(let error))):
             actions.append(.resumeRefused(error))
             actions += setLogin(nil)
+            // The owner does not go on without its login: nothing more is sent (not the calls
+            // waiting behind the resume), and what waits fails with the cause.
+            if configuration.closesWhenLoginIsLost {
+                return actions + close(reason: "the login was lost (its resume token was refused)", failing: .loginLost(error))
+            }
         default:
             break
         }
@@ -447,13 +459,8 @@ public struct DDPConnectionStateMachine: Sendable {
     mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions, kind: MethodKind) -> (id: String, actions: [Action]) {
         let id = makeMethodID()
         guard phase != .closed else {
-            return (
-                id,
-                [
-                    .methodResult(id: id, outcome: .failure(.local(.connectionClosed("The connection is closed")))),
-                    .methodCompleted(id: id, outcome: .failure(.local(.connectionClosed("The connection is closed"))))
-                ]
-            )
+            let failure = closedFailure ?? .connectionClosed("The connection is closed")
+            return (id, [.methodResult(id: id, outcome: .failure(.local(failure))), .methodCompleted(id: id, outcome: .failure(.local(failure)))])
         }
         methods[id] = MethodCall(id: id, name: name, params: params, options: options, kind: kind)
         if options.wait || blocks.last?.wait ?? true {
@@ -492,7 +499,7 @@ public struct DDPConnectionStateMachine: Sendable {
             nextSubID += 1
         }
         guard phase != .closed else {
-            return (id, [.subscriptionStopped(id: id, error: .local(.connectionClosed("The connection is closed")))])
+            return (id, [.subscriptionStopped(id: id, error: .local(closedFailure ?? .connectionClosed("The connection is closed")))])
         }
         subscriptions[id] = Subscription(id: id, name: name, params: params, ready: false)
         subscriptionOrder.append(id)
