@@ -517,10 +517,11 @@ public actor DDPClient {
                 deliver(.subscriptionStopped(id: id, error: error))
             case .documentsChanged(let changes):
                 deliver(.documentsChanged(changes))
-            case .userChanged(let userID):
-                deliver(.userChanged(userId: userID))
+            case .loginChanged(let login):
+                deliver(.loginChanged(login))
             case .resumeRefused(let error):
-                logger.info("the upstream refused the resume token; the session is anonymous now", metadata: ["error": "\(error.error)"])
+                let outcome = options.protocolConfiguration.closesWhenLoginIsLost ? "the connection closes" : "the connection is anonymous now"
+                logger.info("the upstream refused the resume token; \(outcome)", metadata: ["error": "\(error.error)"])
                 deliver(.resumeRefused(error))
             case .protocolError(let reason, _):
                 if let receivedAt {
@@ -534,12 +535,15 @@ public actor DDPClient {
             }
         }
         if case .closed = state {
+            // Closed by the owner, or by the machine itself (a lost login): no attempt follows.
+            closed = true
+            let failure = machine.closedFailure ?? .connectionClosed("The connection is closed")
             for (_, waiter) in methodWaiters {
                 waiter.timer?.cancel()
-                waiter.continuation.resume(throwing: DDPClientError.connectionClosed("The connection is closed"))
+                waiter.continuation.resume(throwing: failure)
             }
             methodWaiters = [:]
-            for id in Array(readyWaiters.keys) { resumeReadyWaiters(id, .failure(DDPClientError.connectionClosed("The connection is closed"))) }
+            for id in Array(readyWaiters.keys) { resumeReadyWaiters(id, .failure(failure)) }
         }
     }
 }

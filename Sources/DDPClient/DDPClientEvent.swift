@@ -7,8 +7,11 @@ public enum DDPClientEvent: Sendable, Equatable {
     case documentsChanged([AppliedChange])
     case subscriptionReady(id: String)
     case subscriptionStopped(id: String, error: DDPFailure?)
-    case userChanged(userId: String?)
-    /// After a reconnect the stored resume token was refused; the connection is anonymous now.
+    /// The connection's login (its user and resume token) changed; `nil`: logged out. Any
+    /// login-shaped method result counts (``DDP/DDPConnectionStateMachine/Action/loginChanged(_:)``).
+    case loginChanged(LoginResult?)
+    /// After a reconnect the stored resume token was refused; the connection is anonymous now,
+    /// or closed (``DDP/DDPClientConfiguration/closesWhenLoginIsLost``).
     case resumeRefused(DDPError)
     case protocolError(reason: String)
 }

@@ -44,7 +44,7 @@ struct ChangePrinter: Sendable {
             }
         case .subscriptionReady(let id): line("ready", id)
         case .subscriptionStopped(let id, let error): line("nosub", id + (error.map { " \($0)" } ?? ""))
-        case .userChanged(let user): line("user", user ?? "(logged out)")
+        case .loginChanged(let login): line("user", login?.userId ?? "(logged out)")
         case .resumeRefused(let error): line("resume", "refused: \(error)")
         case .protocolError(let reason): line("error", reason)
         }

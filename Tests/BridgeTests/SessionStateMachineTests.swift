@@ -25,8 +25,16 @@ import Testing
             case .resumeConnectionWaiters(nil): "resume waiters"
             case .resumeConnectionWaiters(let error?): "fail waiters \(error.error.stringValue ?? "?")"
             case .armFlushTimer(let at): "arm timer +\((at - t0).wholeMilliseconds)ms"
+            case .finishStreams(let ending): "finish streams " + (Self.lastErrorCode(ending) ?? "?")
             }
         }
+    }
+
+    /// The `error` of a stream's last frame (`event: error`, `data: {"error", "reason"}`).
+    static func lastErrorCode(_ frame: [UInt8]) -> String? {
+        let text = String(decoding: frame, as: UTF8.self)
+        guard text.hasPrefix("event: error\n"), let data = text.split(separator: "\n").first(where: { $0.hasPrefix("data: ") }) else { return nil }
+        return (try? EJSONParser.parse(String(data.dropFirst(6))))?["error"]?.stringValue
     }
 
     @Test func theConnectionComingUpReleasesItsWaitersAndTellsTheStreams() {
@@ -101,20 +109,69 @@ import Testing
         #expect(m.subscriptions.count == 1, "the stopped one is gone from the ledger")
     }
 
-    @Test func loginAndItsRefusalChangeWhatTheStoreKeeps() {
-        var m = machine()
+    /// Who the session is comes from its connection alone (`loginChanged`, whatever call made
+    /// the login): the user, the `user` event, the store's record, the budget's standing. A
+    /// claim makes a login the bridge's to log out only while it is the session's login.
+    @Test func theConnectionSaysWhoTheSessionIs() {
+        var m = machine(window: .zero)
+        _ = m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0)
         let r1 = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
         #expect(r1 != nil)
         #expect(
             m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600)) == nil,
             "nothing changed")
-        m.loggedIn(token: "resume-token", byBridge: true)
-        _ = m.received(.userChanged(userId: "u1"), now: t0)
+        let anonymous = m.charge(cachedBytes: 100).anonymous
+        #expect(anonymous, "the memory budget's standing: anonymous")
+        #expect(
+            describe(m.received(.loginChanged(LoginResult(userId: "u1", token: "resume-token", tokenExpires: nil)), now: t0)) == ["deliver 2:user"])
+        #expect(m.userID == "u1" && m.loginToken == "resume-token")
+        let standing = m.charge(cachedBytes: 100).anonymous
+        #expect(!standing, "a logged-in session's standing")
+        m.claimLogin(token: "resume-token", byBridge: true)
         let saved = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
         #expect(saved?.userID == "u1" && saved?.loginToken == "resume-token" && saved?.bridgeLogin == true && saved?.version == 2)
-        _ = m.received(.resumeRefused(.meteor(403, "expired")), now: t0)
-        let refused = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
-        #expect(refused?.loginToken == nil && refused?.bridgeLogin == false && refused?.version == 3)
+
+        // A new token for the same user (another login call): no `user` event, saved, nobody's until claimed.
+        #expect(m.received(.loginChanged(LoginResult(userId: "u1", token: "second", tokenExpires: nil)), now: t0).isEmpty)
+        m.claimLogin(token: "resume-token", byBridge: true)
+        let second = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
+        #expect(second?.loginToken == "second" && second?.bridgeLogin == false, "a claim for a token no longer held is ignored")
+
+        // A logout (by any route): anonymous again, and so stored.
+        #expect(describe(m.received(.loginChanged(nil), now: t0)) == ["deliver 3:user"])
+        let out = m.storeRecord(onlyIfChanged: true, slack: .seconds(60), now: t0, wallClock: Date(), idleTimeout: .seconds(600))
+        #expect(out != nil && out?.userID == nil && out?.loginToken == nil && out?.bridgeLogin == false)
+        #expect(m.loginLost == nil, "a logout on purpose loses nothing")
+    }
+
+    /// A refused resume is a lost login: the streams end with `login-lost`, requests get 401
+    /// `login-lost` (waiting ones too, when the connection closes), no stream is admitted, and
+    /// the session is never stored as an anonymous one.
+    @Test func aRefusedResumeIsALostLogin() {
+        var m = machine(window: .zero)
+        _ = m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0)
+        _ = m.received(.loginChanged(LoginResult(userId: "u1", token: "resume-token", tokenExpires: nil)), now: t0)
+        m.claimLogin(token: "resume-token", byBridge: true)
+        _ = m.received(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(10), reason: nil)), now: t0)
+        _ = m.received(.stateChanged(.connected(session: "s2", version: "1")), now: t0)
+        let refusal = DDPError.meteor(403, "You've been logged out by the server. Please log in again.")
+        #expect(describe(m.received(.resumeRefused(refusal), now: t0)) == ["finish streams login-lost"])
+        #expect(m.loginLost?.status == .unauthorized && m.loginLost?.error == "login-lost")
+        #expect(m.loginLost?.details?["upstream"]?["reason"] == "You've been logged out by the server. Please log in again.")
+        #expect(m.loginLost?.reason.contains("You've been logged out by the server") == true)
+        #expect(m.lostLoginEnding.flatMap(Self.lastErrorCode) == "login-lost")
+        #expect(m.received(.resumeRefused(refusal), now: t0).isEmpty, "once")
+        _ = m.received(.loginChanged(nil), now: t0)
+        let closed = m.received(.stateChanged(.closed(reason: "the login was lost")), now: t0)
+        #expect(describe(closed).first == "fail waiters login-lost")
+        guard case .refused(let refused) = m.connectionWait else {
+            Issue.record("a request after the loss is refused")
+            return
+        }
+        #expect(refused.error == "login-lost")
+        #expect(#expect(throws: BridgeError.self) { try m.admitStream(limit: 9) }?.error == "login-lost")
+        #expect(m.storeRecord(onlyIfChanged: false, slack: .zero, now: t0, wallClock: Date(), idleTimeout: .seconds(600)) == nil)
+        #expect(m.close(reason: "its login was lost", keepLogin: false)?.logOut == false, "nothing left to log out")
     }
 
     @Test func theIdleDeadlineCountsFromTheLastActivityUnlessAStreamIsOpen() {
@@ -145,13 +202,14 @@ import Testing
 
     @Test func closingGivesTheChargeBackOnceAndLogsOutOnlyWhatTheBridgeLoggedIn() {
         var m = machine()
-        m.loggedIn(token: "t", byBridge: true)
+        m.logIn(token: "t", byBridge: true, now: t0)
+        let log = m.charge(cachedBytes: 0).delta  // the login's `user` event, in the log
         let r4 = m.charge(cachedBytes: 1_000)
-        #expect(r4 == (1_000, true))
+        #expect(r4 == (1_000, false))
         let r5 = m.charge(cachedBytes: 1_200)
-        #expect(r5 == (200, true), "only the change is charged")
+        #expect(r5 == (200, false), "only the change is charged")
         let kept = m.close(reason: "restart", keepLogin: true)
-        #expect(kept?.logOut == false && kept?.charged == 1_200 && kept?.anonymous == true)
+        #expect(kept?.logOut == false && kept?.charged == 1_200 + log && kept?.anonymous == false)
         #expect(String(decoding: kept?.ending ?? [], as: UTF8.self).contains("session-ended") == true)
         let r6 = m.close(reason: "again", keepLogin: false)
         #expect(r6 == nil, "once")
@@ -159,11 +217,11 @@ import Testing
         #expect(r7 == (0, false), "a closed session holds nothing more")
 
         var other = machine()
-        other.loggedIn(token: "t", byBridge: true)
+        other.logIn(token: "t", byBridge: true, now: t0)
         let r8 = other.close(reason: "deleted", keepLogin: false)?.logOut
         #expect(r8 == true)
         var brought = machine()
-        brought.loggedIn(token: "t", byBridge: false)
+        brought.logIn(token: "t", byBridge: false, now: t0)
         let r9 = brought.close(reason: "deleted", keepLogin: false)?.logOut
         #expect(r9 == false, "a token the client brought is the client's")
     }
@@ -204,5 +262,13 @@ import Testing
         #expect(!r20)
         let r21 = m.claimStoreCheck(every: .seconds(2), now: t0 + .seconds(2))
         #expect(r21)
+    }
+}
+
+extension SessionStateMachine {
+    /// The connection logged in with `token` (as user `u-token`), claimed by its maker.
+    mutating func logIn(token: String, byBridge: Bool, now: ContinuousClock.Instant) {
+        _ = received(.loginChanged(LoginResult(userId: "u-" + token, token: token, tokenExpires: nil)), now: now)
+        claimLogin(token: token, byBridge: byBridge)
     }
 }

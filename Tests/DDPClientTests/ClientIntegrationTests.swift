@@ -94,7 +94,7 @@ import Testing
             let login = try await client.login(.password(user: .email("alice@example.com"), password: "secret"))
             let value5 = try await client.call("whoami")
             #expect(value5 == .string(login.userId))
-            #expect(log.all.contains(.userChanged(userId: login.userId)))
+            #expect(log.all.contains(.loginChanged(login)))
             #expect((login.tokenExpires ?? 0) > 0)
             return login.token
         }

@@ -153,7 +153,7 @@ import Testing
             try await server.core.revokeLoginTokens(userId: login.userId)
             try await server.start(port: port)
             try await eventually("resume refused") { log.all.contains { if case .resumeRefused = $0 { return true } else { return false } } }
-            #expect(log.all.contains(.userChanged(userId: nil)))
+            #expect(log.all.contains(.loginChanged(nil)))
             #expect(await client.userID == nil)
             let value3 = try await client.call("whoami")
             #expect(value3 == .some(.null))

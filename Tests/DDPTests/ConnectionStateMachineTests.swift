@@ -218,12 +218,14 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let (id, actions) = h.machine.login(.password(user: .username("alice"), password: "secret"))
         #expect(sent(actions).count == 1)
         let result: EJSON = ["id": "U1", "token": "T1", "tokenExpires": .date(1_000), "type": "password"]
-        #expect(h.receive(.result(id: id, outcome: .success(result))).contains(.userChanged(userId: "U1")))
+        #expect(
+            h.receive(.result(id: id, outcome: .success(result))).contains(.loginChanged(LoginResult(userId: "U1", token: "T1", tokenExpires: 1_000)))
+        )
         _ = h.receive(.updated(methods: [id]))
         #expect(h.machine.userID == "U1" && h.machine.loginToken == "T1" && h.machine.tokenExpires == 1_000)
         let (out, _) = h.machine.logout()
         _ = h.receive(.updated(methods: [out]))
-        #expect(h.receive(.result(id: out, outcome: .success(nil))).contains(.userChanged(userId: nil)))
+        #expect(h.receive(.result(id: out, outcome: .success(nil))).contains(.loginChanged(nil)))
         #expect(h.machine.loginToken == nil)
     }
 
@@ -235,7 +237,7 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         _ = h.receive(.updated(methods: [first]))
         let (second, _) = h.machine.login(.password(user: .username("alice"), password: "wrong"))
         let actions = h.receive(.result(id: second, outcome: .failure(.meteor(403, "Incorrect password"))))
-        #expect(!actions.contains { if case .userChanged = $0 { return true } else { return false } })
+        #expect(!actions.contains { if case .loginChanged = $0 { return true } else { return false } })
         #expect(h.machine.userID == "U1")
     }
 
@@ -320,10 +322,88 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let refusal = DDPError.meteor(403, "You've been logged out by the server. Please log in again.")
         let actions = h.receive(.result(id: resume, outcome: .failure(refusal))) + h.receive(.updated(methods: [resume]))
         #expect(actions.contains(.resumeRefused(refusal)))
-        #expect(actions.contains(.userChanged(userId: nil)))
+        #expect(actions.contains(.loginChanged(nil)))
         #expect(sent(actions).isEmpty, "no second attempt")
         #expect(h.machine.loginToken == nil)
         #expect(sent(h.reconnect(session: "S3")).isEmpty, "a later reconnect has no token to try")
+    }
+
+    /// The connection's login is what the upstream says, whatever call made it: `login`,
+    /// `createUser` and `logout` called by name are the accounts calls (`wait` methods, as
+    /// Meteor's accounts client calls them), and any login-shaped result logs the connection in,
+    /// so its token is the one resumed after a reconnect.
+    @Test func aLoginByAnyCallIsTheConnectionsLogin() {
+        var h = Harness()
+        h.connect()
+        let (id, actions) = h.machine.callMethod("login", params: [["user": ["username": "alice"], "password": "secret"]])
+        #expect(sent(actions).count == 1)
+        let (behind, queued) = h.machine.callMethod("echo", params: [])
+        #expect(sent(queued).isEmpty, "a login by name is a wait method: later calls wait for it")
+        let login: EJSON = ["id": "U1", "token": "T1", "tokenExpires": .date(1_000), "type": "password"]
+        let answered = h.receive(.result(id: id, outcome: .success(login)))
+        #expect(answered.first == .loginChanged(LoginResult(userId: "U1", token: "T1", tokenExpires: 1_000)), "before the caller hears of it")
+        #expect(sent(h.receive(.updated(methods: [id]))) == [.method(id: behind, method: "echo", params: [], randomSeed: nil)])
+        #expect(h.machine.userID == "U1" && h.machine.loginToken == "T1")
+
+        // A method of the app's own that logs in the way `login` does (resetPassword, say): a new token.
+        let (other, _) = h.machine.callMethod("resetPassword", params: ["t", "p"])
+        #expect(
+            h.receive(.result(id: other, outcome: .success(["id": "U1", "token": "T2"]))).contains(
+                .loginChanged(LoginResult(userId: "U1", token: "T2", tokenExpires: nil))))
+        // A result that is not login-shaped changes nothing.
+        let (plain, _) = h.machine.callMethod("whoami", params: [])
+        #expect(!h.receive(.result(id: plain, outcome: .success(["id": "U2"]))).contains { if case .loginChanged = $0 { true } else { false } })
+        _ = h.receive(.updated(methods: [behind, other, plain]))
+        guard case .method(_, "login", [["resume": "T2"]], nil)? = sent(h.reconnect()).first else {
+            Issue.record("the reconnect resumes the newest login")
+            return
+        }
+
+        var out = Harness()
+        out.connect()
+        let (signUp, _) = out.machine.callMethod("createUser", params: [["username": "carol"]])
+        #expect(
+            out.receive(.result(id: signUp, outcome: .success(["id": "U3", "token": "T3"]))).contains(
+                .loginChanged(LoginResult(userId: "U3", token: "T3", tokenExpires: nil))))
+        _ = out.receive(.updated(methods: [signUp]))
+        let (logout, _) = out.machine.callMethod("logout", params: [])
+        _ = out.receive(.updated(methods: [logout]))
+        #expect(out.receive(.result(id: logout, outcome: .success(nil))).contains(.loginChanged(nil)))
+        #expect(out.machine.userID == nil && out.machine.loginToken == nil)
+        #expect(sent(out.reconnect(session: "S3")).isEmpty, "nothing to resume after a logout")
+    }
+
+    /// With ``DDPClientConfiguration/closesWhenLoginIsLost``, a refused resume closes the
+    /// connection at once: the calls waiting behind the resume are never sent (they would run
+    /// anonymous) and fail with `login-lost`, as does any call made afterwards.
+    @Test func aLostLoginClosesTheConnectionWhenTheOwnerAsks() {
+        var h = Harness(DDPClientConfiguration(closesWhenLoginIsLost: true))
+        h.connect()
+        let (login, _) = h.machine.login(.password(user: .username("alice"), password: "secret"))
+        _ = h.receive(.result(id: login, outcome: .success(["id": "U1", "token": "T1"])))
+        _ = h.receive(.updated(methods: [login]))
+        _ = h.machine.transportClosed(at: h.now, unit: 0.5)
+        let (pending, _) = h.machine.callMethod("insertTask", params: [])
+        _ = h.machine.reconnectTimerFired()
+        _ = h.machine.transportOpened(at: h.now)
+        let afterConnect = sent(h.receive(.connected(session: "S2")))
+        guard case .method(let resume, "login", [["resume": "T1"]], nil)? = afterConnect.first else {
+            Issue.record("the resume login goes first, got \(afterConnect)")
+            return
+        }
+        let refusal = DDPError.meteor(403, "You've been logged out by the server. Please log in again.")
+        let actions = h.receive(.result(id: resume, outcome: .failure(refusal)))
+        let lost = DDPClientError.loginLost(refusal)
+        #expect(lost.code == .loginLost && lost.details?["upstream"]?["reason"] == .string(refusal.reason ?? ""))
+        #expect(actions.prefix(2) == [.resumeRefused(refusal), .loginChanged(nil)])
+        #expect(actions.contains(.methodCompleted(id: pending, outcome: .failure(.local(lost)))))
+        #expect(actions.contains(.closeTransport))
+        #expect(actions.last == .stateChanged(.closed(reason: "the login was lost (its resume token was refused)")))
+        #expect(sent(actions + h.receive(.updated(methods: [resume]))).isEmpty, "nothing runs anonymous")
+        #expect(h.machine.closedFailure == lost)
+        let (later, refused) = h.machine.callMethod("echo", params: [])
+        #expect(refused.contains(.methodCompleted(id: later, outcome: .failure(.local(lost)))))
+        #expect(h.machine.transportClosed(at: h.now, unit: 0.5).isEmpty, "no reconnect")
     }
 
     @Test func atMostOnceMethodsFailInsteadOfBeingResent() {

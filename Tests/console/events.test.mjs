@@ -69,6 +69,8 @@ describe("the session's stream", () => {
     const out = applySessionEvent(state, "error", "", json({ error: "session-ended", reason: "The session ended" }));
     assert.deepEqual(out.effects, ["sessionEnded"]);
     assert.deepEqual(state.sessionMessage, { text: "stream: session-ended: The session ended", kind: "error" });
+    const lost = applySessionEvent(following(), "error", "", json({ error: "login-lost", reason: "The login was lost" }));
+    assert.deepEqual(lost.effects, ["sessionEnded"], "a lost login ends the page's session too");
   });
 
   test("an event whose data is not JSON is logged and otherwise ignored", () => {

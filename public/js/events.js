@@ -100,7 +100,8 @@ export function applySessionEvent(state, name, id, text) {
       if (data) {
         state.sessionMessage = { text: `stream: ${data.error}: ${data.reason}`, kind: "error" };
         out.parts.push("session");
-        if (data.error === "session-ended") out.effects.push("sessionEnded");
+        // The session is over: ended, or its login lost (the bridge ends it).
+        if (data.error === "session-ended" || data.error === "login-lost") out.effects.push("sessionEnded");
       }
       break;
     default:

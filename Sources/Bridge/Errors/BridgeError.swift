@@ -109,6 +109,9 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
         case .memoryShareExhausted:
             status = .tooManyRequests
             retryAfter = 30
+        case .loginLost:
+            // The session's login no longer holds upstream: it ended; log in again (a new session).
+            status = .unauthorized
         default:
             // `subscription-stopped`: the subscription is not there to wait for.
             status = .badRequest

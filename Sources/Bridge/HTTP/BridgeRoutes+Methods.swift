@@ -31,11 +31,20 @@ extension BridgeRoutes {
         let call = {
             try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
         }
+        let before = session.loginToken
         // Logging in through the generic route counts against the same failed-login limit.
         let result =
             ["login", "createUser"].contains(name)
             ? try await registry.login(
                 from: session.user?.key ?? RequestInput.clientKey(request, context, configuration: configuration), call) : try await call()
+        // The call logged in or out (the session follows its connection): kept as the session routes keep theirs.
+        if let login = LoginResult(result) {
+            session.claimLogin(token: login.token, byBridge: Session.logsInWithCredentials(method: name, params: params))
+        }
+        if session.loginToken != before {
+            if session.loginToken == nil { registry.forgetMeteorKey(of: session) }
+            await registry.save(session)
+        }
         return Reply.json(["result": result ?? .null])
     }
 }

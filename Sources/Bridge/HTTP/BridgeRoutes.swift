@@ -85,7 +85,8 @@ struct BridgeRoutes: Sendable {
     // MARK: - Sessions behind a request
 
     /// The session a request belongs to: its bridge token, or the session keyed by the
-    /// Meteor login token it carries (created and resumed on first use). 401 otherwise.
+    /// Meteor login token it carries (created and resumed on first use). 401 otherwise, and
+    /// 401 `login-lost` for a session whose login no longer holds upstream (it ends).
     func session(_ request: Request, _ context: BridgeRequestContext) async throws -> Session {
         guard let credential = RequestInput.credential(request) else {
             throw BridgeError.unauthorized(
@@ -99,6 +100,8 @@ struct BridgeRoutes: Sendable {
         } else {
             throw BridgeError.unauthorized("invalid-session", "Unknown session token")
         }
+        // A session that lost its login never answers as an anonymous one.
+        try await registry.checkLogin(session)
         session.touch()
         return session
     }

@@ -60,6 +60,8 @@ extension Session {
                     }
                 }
                 if let prelude { stream.start(with: prelude) }
+                // The login was lost since the stream was admitted: it gets the same last event.
+                if let ending = state.machine.lostLoginEnding { stream.finish(with: ending) }
                 state.streams[state.nextStream] = stream
                 state.nextStream += 1
             }

@@ -85,8 +85,11 @@ public final class Session: Sendable {
             firstEventID: EventLog.randomFirstID())
         let state = LockedState(State(machine: SessionStateMachine(pipeline: pipeline, now: configuration.clock.now)))
         self.state = state
+        // A session never goes on without its login: a refused resume closes the connection.
+        var protocolConfiguration = configuration.ddp
+        protocolConfiguration.closesWhenLoginIsLost = true
         var options = DDPClientOptions(
-            url: configuration.upstream, protocolConfiguration: configuration.ddp, tls: configuration.upstreamTLS,
+            url: configuration.upstream, protocolConfiguration: protocolConfiguration, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
         // The public fan-out's anonymous connections stand for no one address.
         let user: UserIdentity? = if case .user(let user) = owner { user } else { nil }
@@ -162,6 +165,8 @@ public final class Session: Sendable {
                     if let error { waiter.resume(throwing: error) } else { waiter.resume() }
                 }
                 state.connectionWaiters = [:]
+            case .finishStreams(let ending):
+                for stream in state.streams.values { stream.finish(with: ending) }
             case .armFlushTimer(let deadline):
                 state.flushTimer = loop.scheduleDeadline(after: min(deadline - clock.now, .seconds(60))) {
                     shared.withLock { state in
@@ -213,6 +218,10 @@ public final class Session: Sendable {
     }
     var openStreamCount: Int { state.withLock { $0.streams.count } }
     public var userID: String? { state.withLock { $0.machine.userID } }
+    /// The session's Meteor resume token (`nil`: anonymous).
+    var loginToken: String? { state.withLock { $0.machine.loginToken } }
+    /// The session had a login and lost it: 401 `login-lost` for every request; the registry ends it.
+    var loginLost: BridgeError? { state.withLock { $0.machine.loginLost } }
 
     /// Waits until the upstream connection is up, or answers 503 (after `timeout`, or at once
     /// when the connection is closed for good); a cancelled request stops waiting.
@@ -259,24 +268,44 @@ public final class Session: Sendable {
 
     // MARK: - Login
 
+    // Who the session is follows what its connection says (`loginChanged`, whatever call logged
+    // in or out); these calls only claim the logins they made with credentials.
+
     /// Logs in upstream; a password login by the bridge is logged out when the session closes.
     func login(_ request: LoginRequest, timeout: Duration) async throws -> LoginResult {
         let result = try await client.login(request, timeout: timeout)
         // A password login made here is the bridge's to log out; a token the client brought is the client's.
         let byBridge = if case .password = request { true } else { false }
-        state.withLock { $0.machine.loggedIn(token: result.token, byBridge: byBridge) }
+        claimLogin(token: result.token, byBridge: byBridge)
         return result
     }
 
     func createUser(username: String?, email: String?, password: String, profile: EJSON?, timeout: Duration) async throws -> LoginResult {
         let result = try await client.createUser(username: username, email: email, password: password, profile: profile, timeout: timeout)
-        state.withLock { $0.machine.loggedIn(token: result.token, byBridge: true) }
+        claimLogin(token: result.token, byBridge: true)
         return result
     }
 
     func logout(timeout: Duration) async throws {
         try await client.logout(timeout: timeout)
-        state.withLock { $0.machine.loggedOut() }
+    }
+
+    /// Claims the login a call made (the connection already made it the session's): the bridge's
+    /// to log out when the session closes if it was made with credentials here (`byBridge`), as
+    /// the session routes' are (a password login, a sign-up).
+    func claimLogin(token: String, byBridge: Bool) {
+        state.withLock { $0.machine.claimLogin(token: token, byBridge: byBridge) }
+    }
+
+    /// Whether a call of `method` with `params` that logs in was made with credentials (a
+    /// password `login`, `createUser`), as opposed to a token the client brought (`resume`) or
+    /// another payload: the same rule as the session routes' (``login(_:timeout:)``).
+    static func logsInWithCredentials(method: String, params: [EJSON]) -> Bool {
+        switch method {
+        case "createUser": true
+        case "login": params.first?["password"] != nil
+        default: false
+        }
     }
 
     // MARK: - Subscriptions

@@ -16,8 +16,9 @@ public final class SessionRegistry: Service, Sendable {
         var byMeteorKey: [String: Session] = [:]
         /// Sessions per client (``ClientKey``).
         var perAddress: [ClientKey: Int] = [:]
-        /// Recently closed sessions, so their token gets a clear reason (bounded).
-        var ended: [String: String] = [:]
+        /// Recently closed sessions, so their token gets a clear answer (bounded): 401
+        /// `session-expired` with the reason, or `login-lost`.
+        var ended: [String: BridgeError] = [:]
         var endedOrder: [String] = []
         /// Failed logins per address (strict), and session creations per address (loose).
         var logins: RateLimiter<ClientKey>
@@ -146,7 +147,7 @@ public final class SessionRegistry: Service, Sendable {
             // A session being resumed is in `sessions` before its login and subscriptions are back: wait for them.
             if let resuming = state.resuming[hash] { return .resuming(resuming) }
             if let session = state.sessions[hash] { return .held(session) }
-            if let reason = state.ended[hash] { throw Self.expired(reason) }
+            if let answer = state.ended[hash] { throw answer }
             guard persistence != nil, !state.shuttingDown else { throw .unauthorized("invalid-session", "Unknown session token") }
             let task = Task { try await self.resume(hash) }
             state.resuming[hash] = task
@@ -173,6 +174,16 @@ public final class SessionRegistry: Service, Sendable {
         await end(session, reason: reason, stored: .keep)
         throw Self.expired(reason)
     }
+
+    /// A session that lost its login (``Session/loginLost``) serves nothing more: it ends (its
+    /// stored copy too) and the request, and every later one with its token, gets 401 `login-lost`.
+    func checkLogin(_ session: Session) async throws(BridgeError) {
+        guard let lost = session.loginLost else { return }
+        await end(session, reason: Self.loginLostReason, answer: lost)
+        throw lost
+    }
+
+    static let loginLostReason = "its Meteor login was lost (the upstream refused its resume token after a reconnect)"
 
     /// Brings a stored session back: the same token, subscriptions (same ids) and login (the
     /// Meteor resume token, unsealed); its event streams start a new log, so a stream resuming
@@ -316,10 +327,10 @@ public final class SessionRegistry: Service, Sendable {
             retryAfter: BridgeError.retryAfterSeconds(milliseconds: Double(milliseconds)))
     }
 
-    /// Closes a session and forgets it; later requests with its token get `reason` (unless
-    /// `forget`: a later request may resume it from the store). `stored`: what happens to its
-    /// stored copy (``StoredEnd``).
-    func end(_ session: Session, reason: String, stored: StoredEnd = .tombstone, forget: Bool = false) async {
+    /// Closes a session and forgets it; later requests with its token get 401 `session-expired`
+    /// with `reason`, or `answer` (unless `forget`: a later request may resume it from the store).
+    /// `stored`: what happens to its stored copy (``StoredEnd``).
+    func end(_ session: Session, reason: String, stored: StoredEnd = .tombstone, forget: Bool = false, answer: BridgeError? = nil) async {
         guard let user = session.user else { return }  // the registry holds users' sessions only
         let removed = state.withLock { state -> Bool in
             guard state.sessions[user.tokenHash] === session else { return false }
@@ -328,7 +339,7 @@ public final class SessionRegistry: Service, Sendable {
             state.perAddress[user.key, default: 1] -= 1
             if state.perAddress[user.key, default: 0] <= 0 { state.perAddress[user.key] = nil }
             guard !forget else { return true }
-            state.ended[user.tokenHash] = reason
+            state.ended[user.tokenHash] = answer ?? Self.expired(reason)
             state.endedOrder.append(user.tokenHash)
             if state.endedOrder.count > Self.endedMemory { state.ended[state.endedOrder.removeFirst()] = nil }
             return true
@@ -453,12 +464,16 @@ public final class SessionRegistry: Service, Sendable {
         // each when the store or the upstream is slow) run side by side, and beside the
         // linger releases and saves of the others. One after another, N sessions expiring
         // together held the sweep for N times that.
-        let idle = sessions.filter { $0.isIdle(now: now) }
-        let idleOnes = Set(idle.map(ObjectIdentifier.init))
+        // A session that lost its login ends now, with no request needed (its streams had their
+        // last event when it was lost).
+        let lost = sessions.compactMap { session in session.loginLost.map { (session, $0) } }
+        let idle = sessions.filter { $0.loginLost == nil && $0.isIdle(now: now) }
+        let ending = Set((idle + lost.map(\.0)).map(ObjectIdentifier.init))
         let reason = "idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s"
         await withDiscardingTaskGroup { group in
+            for (session, answer) in lost { group.addTask { await self.end(session, reason: Self.loginLostReason, answer: answer) } }
             for session in idle { group.addTask { await self.end(session, reason: reason, stored: .ifExpired) } }
-            for session in sessions where !idleOnes.contains(ObjectIdentifier(session)) {
+            for session in sessions where !ending.contains(ObjectIdentifier(session)) {
                 await session.releaseLingering(now: now)
                 await saveIfChanged(session)
             }

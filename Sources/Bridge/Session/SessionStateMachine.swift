@@ -20,6 +20,8 @@ struct SessionStateMachine: Sendable {
         case resumeConnectionWaiters(BridgeError?)
         /// Arm the batch window's timer (none is armed): call ``flushTimerFired(now:)`` at this instant.
         case armFlushTimer(at: ContinuousClock.Instant)
+        /// End every open stream with this last frame.
+        case finishStreams(ending: [UInt8])
     }
 
     /// How a request that needs the upstream goes on (``connectionWait``).
@@ -55,11 +57,17 @@ struct SessionStateMachine: Sendable {
     private(set) var connection: ConnectionState = .idle
     /// Why the upstream is not usable (``DDP/ConnectionState/failure(previously:)``).
     private(set) var upstreamFailure: String?
+    /// Who the session is, and the Meteor resume token of that login (kept, sealed, by a
+    /// session store): what the upstream connection last said (``DDPClient/DDPClientEvent/loginChanged(_:)``),
+    /// whichever route the login took (a session route, `POST /v1/methods/login`, a resume).
     private(set) var userID: String?
-    /// The bridge itself logged in with a password (so closing the session logs out upstream).
-    private(set) var loggedInByBridge = false
-    /// The Meteor resume token of the login upstream (kept, sealed, by a session store).
     private(set) var loginToken: String?
+    /// The bridge itself logged in with a password (so closing the session logs out upstream):
+    /// claimed for the current token by whoever made the login (``claimLogin(token:byBridge:)``).
+    private(set) var loggedInByBridge = false
+    /// The session had a login and lost it (its resume token was refused after a reconnect):
+    /// what every request gets from now on (401 `login-lost`); the registry ends the session.
+    private(set) var loginLost: BridgeError?
     private(set) var closed: String?
     /// The subscription ledger (shared by name and params, counted, lingering).
     var subscriptions = SharedSubscriptions()
@@ -105,7 +113,7 @@ struct SessionStateMachine: Sendable {
             case .connected:
                 actions.append(.resumeConnectionWaiters(nil))
             case .closed(let reason):
-                actions.append(.resumeConnectionWaiters(.upstreamUnavailable("The upstream connection is closed: \(reason)")))
+                actions.append(.resumeConnectionWaiters(loginLost ?? .upstreamUnavailable("The upstream connection is closed: \(reason)")))
             default:
                 break
             }
@@ -115,18 +123,29 @@ struct SessionStateMachine: Sendable {
         case .subscriptionStopped(let id, let error):
             subscriptions.remove(id)
             events = pipeline.event(.nosub, ["subscription": .string(id), "error": error?.ejson ?? .null], now: now)
-        case .userChanged(let user):
-            userID = user
+        case .loginChanged(let login):
+            let user = login?.userId
+            // A new token is nobody's to log out until its maker claims it.
+            if login?.token != loginToken { loggedInByBridge = false }
+            loginToken = login?.token
             dirty = true
-            events = pipeline.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
+            if user != userID {
+                userID = user
+                events = pipeline.event(.user, ["userId": user.map(EJSON.string) ?? .null], now: now)
+            }
         case .documentsChanged(let changes):
             encodedDocuments.changed(changes)
             events = pipeline.documents(changes, now: now)
-        case .resumeRefused:
-            // The upstream no longer takes the login: the session is anonymous from now on.
+        case .resumeRefused(let refusal):
+            // The upstream no longer takes the login. The session never goes on without it (its
+            // connection closed: nothing more was sent upstream): its streams end now, its
+            // requests get 401 `login-lost`, and the registry ends it.
             loginToken = nil
             loggedInByBridge = false
-            dirty = true
+            if loginLost == nil {
+                loginLost = BridgeError.from(DDPClientError.loginLost(refusal))
+                if let ending = lostLoginEnding { actions.append(.finishStreams(ending: ending)) }
+            }
         case .protocolError:
             break
         }
@@ -157,7 +176,8 @@ struct SessionStateMachine: Sendable {
     // MARK: - Requests that need the upstream
 
     var connectionWait: ConnectionWait {
-        switch connection {
+        if let loginLost { return .refused(loginLost) }
+        return switch connection {
         case .connected: .ready
         case .closed(let reason): .refused(.upstreamUnavailable("The upstream connection is closed: \(reason)"))
         default: .wait
@@ -182,6 +202,7 @@ struct SessionStateMachine: Sendable {
     /// Admits one more stream (a closed session, or one at its limit, refuses it).
     mutating func admitStream(limit: Int) throws(BridgeError) {
         if let closed { throw BridgeError.unauthorized("session-expired", "This session has ended: \(closed)") }
+        if let loginLost { throw loginLost }
         guard openStreams < limit else {
             throw BridgeError(.tooManyRequests, "too-many-streams", "A session may have at most \(limit) open streams")
         }
@@ -196,15 +217,18 @@ struct SessionStateMachine: Sendable {
 
     // MARK: - Login
 
-    /// A login upstream succeeded; `byBridge`: with a password here (the bridge's to log out).
-    mutating func loggedIn(token: String, byBridge: Bool) {
-        loginToken = token
+    /// A login upstream succeeded, made by the claimant: `byBridge`, with credentials here (the
+    /// bridge's to log out when the session closes). Who is logged in, and with which token,
+    /// the connection has said already (``received(_:now:)``); a token it no longer holds (a
+    /// later login came first) is not claimed.
+    mutating func claimLogin(token: String, byBridge: Bool) {
+        guard token == loginToken else { return }
         loggedInByBridge = byBridge
     }
 
-    mutating func loggedOut() {
-        loggedInByBridge = false
-        loginToken = nil
+    /// The last frame every stream gets once the login is lost, open or attaching (`nil`: it is not).
+    var lostLoginEnding: [UInt8]? {
+        loginLost.map { SSEFrame.lastError("login-lost", $0.reason) }
     }
 
     // MARK: - Memory budget
@@ -250,7 +274,8 @@ struct SessionStateMachine: Sendable {
     mutating func storeRecord(
         onlyIfChanged: Bool, slack: Duration, now: ContinuousClock.Instant, wallClock: Date, idleTimeout: Duration
     ) -> StoreRecord? {
-        guard closed == nil else { return nil }
+        // A session that lost its login is never stored as an anonymous one: it ends.
+        guard closed == nil, loginLost == nil else { return nil }
         let since = openStreams == 0 ? now - lastActivity : .zero
         let remaining = max(idleTimeout - since, .zero)
         let deadline = StoredSession.milliseconds(wallClock.addingTimeInterval(remaining.seconds))

@@ -18,6 +18,10 @@ public struct DDPClientConfiguration: Sendable, Equatable {
     /// (or, when all are ready, the newest one) are stopped with a `too-many-documents` error,
     /// so the server removes their documents; `nil`: no limit.
     public var maxCachedDocuments: Int?
+    /// A resume login the upstream refuses after a reconnect closes the connection for good
+    /// (calls under way fail with `login-lost`, nothing more is sent), for an owner that must
+    /// not go on without its login. Off (Meteor's client), the connection goes on anonymous.
+    public var closesWhenLoginIsLost: Bool
 
     public init(
         supportedVersions: [String] = ["1", "pre2", "pre1"],
@@ -27,7 +31,8 @@ public struct DDPClientConfiguration: Sendable, Equatable {
         connectTimeout: Duration = .seconds(15),
         healthyAfter: Duration = .seconds(30),
         resyncTimeout: Duration = .seconds(60),
-        maxCachedDocuments: Int? = nil
+        maxCachedDocuments: Int? = nil,
+        closesWhenLoginIsLost: Bool = false
     ) {
         self.supportedVersions = supportedVersions
         self.heartbeatInterval = heartbeatInterval
@@ -37,5 +42,6 @@ public struct DDPClientConfiguration: Sendable, Equatable {
         self.healthyAfter = healthyAfter
         self.resyncTimeout = resyncTimeout
         self.maxCachedDocuments = maxCachedDocuments
+        self.closesWhenLoginIsLost = closesWhenLoginIsLost
     }
 }

@@ -14,6 +14,7 @@ public struct DDPClientError: Error, Sendable, Equatable, CustomStringConvertibl
             case tooManyDocuments = "too-many-documents"
             case memoryBudgetExhausted = "memory-budget-exhausted"
             case memoryShareExhausted = "memory-share-exhausted"
+            case loginLost = "login-lost"
         }
 
         fileprivate let base: Base
@@ -34,6 +35,9 @@ public struct DDPClientError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let memoryBudgetExhausted = Code(base: .memoryBudgetExhausted)
         /// The owner's memory share for one address stopped the subscription while it loaded.
         public static let memoryShareExhausted = Code(base: .memoryShareExhausted)
+        /// The connection's login was refused after a reconnect, and its owner does not go on
+        /// without it (``DDPClientConfiguration/closesWhenLoginIsLost``): the connection closed.
+        public static let loginLost = Code(base: .loginLost)
 
         /// The code as it is reported (an SSE `nosub` event's `error`, an HTTP error's code).
         public var description: String { base.rawValue }
@@ -53,6 +57,15 @@ public struct DDPClientError: Error, Sendable, Equatable, CustomStringConvertibl
     public static let timedOut = DDPClientError(.timedOut, "the upstream did not answer in time")
     public static let cancelled = DDPClientError(.cancelled, "the call was cancelled")
     public static func connectionClosed(_ reason: String) -> DDPClientError { DDPClientError(.connectionClosed, reason) }
+
+    /// The login is lost: the upstream refused its resume token (`refusal`, kept in `details`
+    /// as `upstream`) after a reconnect.
+    public static func loginLost(_ refusal: DDPError) -> DDPClientError {
+        let cause = refusal.reason.map { "\($0) [\(refusal.error)]" } ?? "\(refusal.error)"
+        return DDPClientError(
+            .loginLost, "The login was lost: after a reconnect the upstream refused its resume token (\(cause))",
+            details: ["upstream": refusal.ejson])
+    }
 
     public var isTimeout: Bool { code == .timedOut }
 

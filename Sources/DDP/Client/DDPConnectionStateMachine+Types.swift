@@ -19,8 +19,13 @@ extension DDPConnectionStateMachine {
         case subscriptionStopped(id: String, error: DDPFailure?)
         /// Changes the cache made, each with the document before and after it.
         case documentsChanged([AppliedChange])
-        case userChanged(userId: String?)
-        /// The resume token was refused after a reconnect: the connection is now anonymous.
+        /// The connection's login changed (its user, or its resume token): what the upstream
+        /// said in a login-shaped result (`{"id", "token"}`, of any method: `login`,
+        /// `createUser`, or another that logs the connection in), or `nil` after `logout` or a
+        /// refused resume.
+        case loginChanged(LoginResult?)
+        /// The resume token was refused after a reconnect: the connection is now anonymous (or,
+        /// with ``DDPClientConfiguration/closesWhenLoginIsLost``, closed).
         case resumeRefused(DDPError)
         /// The server reported a protocol error about something this client sent.
         case protocolError(reason: String, offendingMessage: EJSON?)

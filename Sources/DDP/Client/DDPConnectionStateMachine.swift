@@ -56,6 +56,9 @@ public struct DDPConnectionStateMachine: Sendable {
     public private(set) var userID: String?
     public private(set) var loginToken: String?
     public private(set) var tokenExpires: Double?
+    /// What calls fail with once the connection is closed: the cause given to ``close(reason:)``
+    /// (`connection-closed`), or `login-lost` (``DDPClientConfiguration/closesWhenLoginIsLost``).
+    public private(set) var closedFailure: DDPClientError?
 
     public init(configuration: DDPClientConfiguration = DDPClientConfiguration()) {
         precondition(!configuration.supportedVersions.isEmpty, "at least one DDP version must be supported")
@@ -135,15 +138,19 @@ public struct DDPConnectionStateMachine: Sendable {
 
     /// The owner closes the connection for good. Pending calls fail.
     public mutating func close(reason: String = "closed") -> [Action] {
+        close(reason: reason, failing: .connectionClosed("The connection was closed: \(reason)"))
+    }
+
+    /// Closes for good; pending calls, and calls made from now on, fail with `failure`.
+    private mutating func close(reason: String, failing failure: DDPClientError) -> [Action] {
         guard phase != .closed else { return [] }
         let wasOpen = phase == .connecting || phase == .connected
         phase = .closed
+        closedFailure = failure
         reset = nil
         var actions: [Action] = []
         for id in Array(methods.keys) {
-            actions += finish(
-                id, outcome: .failure(.local(.connectionClosed("The connection was closed: \(reason)"))),
-                resultAlreadyReported: methods[id]?.outcome != nil)
+            actions += finish(id, outcome: .failure(.local(failure)), resultAlreadyReported: methods[id]?.outcome != nil)
         }
         blocks = []
         if wasOpen { actions.append(.closeTransport) }
@@ -329,37 +336,41 @@ public struct DDPConnectionStateMachine: Sendable {
         return deferIfResetting([.subscriptionStopped(id: id, error: error)]) + checkQuiescence()
     }
 
+    /// A method's `result`. The connection's login is what the upstream says it is: a
+    /// login-shaped result (``LoginResult``: `{"id", "token"}`) of any call but `logout` logs
+    /// the connection in, whatever route the call took (`login`, `createUser`, or a method
+    /// that logs in the way they do); `logout` and a refused resume log it out.
     private mutating func result(_ id: String, outcome: Result<EJSON?, DDPFailure>) -> [Action] {
         guard let call = methods[id], call.outcome == nil else { return [] }
         methods[id]!.outcome = outcome
         var actions: [Action] = []
         switch (call.kind, outcome) {
-        case (.login, .success(let value)), (.resume, .success(let value)):
-            if let login = LoginResult(value) {
-                let changed = login.userId != userID
-                userID = login.userId
-                loginToken = login.token
-                tokenExpires = login.tokenExpires
-                if changed { actions.append(.userChanged(userId: login.userId)) }
-            }
-        case (.resume, .failure(.server(let error))):
-            let wasLoggedIn = userID != nil
-            userID = nil
-            loginToken = nil
-            tokenExpires = nil
-            actions.append(.resumeRefused(error))
-            if wasLoggedIn { actions.append(.userChanged(userId: nil)) }
         case (.logout, .success):
-            let wasLoggedIn = userID != nil
-            userID = nil
-            loginToken = nil
-            tokenExpires = nil
-            if wasLoggedIn { actions.append(.userChanged(userId: nil)) }
+            actions += setLogin(nil)
+        case (_, .success(let value)):
+            if let login = LoginResult(value) { actions += setLogin(login) }
+        case (.resume, .failure(.server(let error))):
+            actions.append(.resumeRefused(error))
+            actions += setLogin(nil)
+            // The owner does not go on without its login: nothing more is sent (not the calls
+            // waiting behind the resume), and what waits fails with the cause.
+            if configuration.closesWhenLoginIsLost {
+                return actions + close(reason: "the login was lost (its resume token was refused)", failing: .loginLost(error))
+            }
         default:
             break
         }
         if call.kind != .resume { actions.append(.methodResult(id: id, outcome: outcome)) }
         return actions + deferIfResetting(completeIfDone(id))
+    }
+
+    /// The connection's login is now `login`; reported when its user or its token changed.
+    private mutating func setLogin(_ login: LoginResult?) -> [Action] {
+        let changed = login?.userId != userID || login?.token != loginToken
+        userID = login?.userId
+        loginToken = login?.token
+        tokenExpires = login?.tokenExpires
+        return changed ? [.loginChanged(login)] : []
     }
 
     private mutating func updated(_ ids: [String]) -> [Action] {
@@ -441,21 +452,26 @@ public struct DDPConnectionStateMachine: Sendable {
         return actions + checkQuiescence()
     }
 
-    /// Starts a method call; returns its id. Sent now if its block is on the wire.
+    /// Starts a method call; returns its id. Sent now if its block is on the wire. `login`,
+    /// `createUser` and `logout` are what their own calls below are (a `wait` method, as Meteor's
+    /// accounts client calls them; the connection's login follows their results).
     public mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions = .default) -> (id: String, actions: [Action]) {
-        callMethod(name, params: params, options: options, kind: .normal)
+        let kind: MethodKind =
+            switch name {
+            case "login", "createUser": .login
+            case "logout": .logout
+            default: .normal
+            }
+        var options = options
+        if kind != .normal { options.wait = true }
+        return callMethod(name, params: params, options: options, kind: kind)
     }
 
     mutating func callMethod(_ name: String, params: [EJSON], options: MethodOptions, kind: MethodKind) -> (id: String, actions: [Action]) {
         let id = makeMethodID()
         guard phase != .closed else {
-            return (
-                id,
-                [
-                    .methodResult(id: id, outcome: .failure(.local(.connectionClosed("The connection is closed")))),
-                    .methodCompleted(id: id, outcome: .failure(.local(.connectionClosed("The connection is closed"))))
-                ]
-            )
+            let failure = closedFailure ?? .connectionClosed("The connection is closed")
+            return (id, [.methodResult(id: id, outcome: .failure(.local(failure))), .methodCompleted(id: id, outcome: .failure(.local(failure)))])
         }
         methods[id] = MethodCall(id: id, name: name, params: params, options: options, kind: kind)
         if options.wait || blocks.last?.wait ?? true {
@@ -494,7 +510,7 @@ public struct DDPConnectionStateMachine: Sendable {
             nextSubID += 1
         }
         guard phase != .closed else {
-            return (id, [.subscriptionStopped(id: id, error: .local(.connectionClosed("The connection is closed")))])
+            return (id, [.subscriptionStopped(id: id, error: .local(closedFailure ?? .connectionClosed("The connection is closed")))])
         }
         subscriptions[id] = Subscription(id: id, name: name, params: params, ready: false)
         subscriptionOrder.append(id)
