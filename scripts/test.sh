@@ -48,10 +48,11 @@ swift test --disable-xctest 2>&1 | tee .build/test-output.txt
 # disturb the timing of the others.
 # They include the fault campaign (200 faults through a faulty proxy), a heavy query, a large snapshot,
 # probes answered while every worker of the concurrency pool is blocked, and the event loops'
-# lateness while the in-process DDP server publishes 30,000 documents.
+# lateness while the in-process DDP server publishes 30,000 documents, and 1,000 sessions back
+# right after their upstream returns.
 stage "heavy Swift tests"
 DDP_BRIDGE_HEAVY_TESTS=1 swift test --disable-xctest --skip-build --no-parallel \
-    --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops" \
+    --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops|sessionsInABackoffComeBackAsSoonAsTheUpstreamReturns" \
     2>&1 | tee .build/test-output-heavy.txt
 
 # Fuzzing, bounded: each libFuzzer target (EJSON, DDP messages, selectors) for 20 s, seeded with

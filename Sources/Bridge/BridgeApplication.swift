@@ -15,7 +15,7 @@ public enum BridgeApplication {
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> (application: Application<RouterResponder<BridgeRequestContext>>, registry: SessionRegistry) {
         let registry = SessionRegistry(configuration: configuration, logger: logger)
-        let probe = ReadinessProbe(configuration: configuration, logger: logger)
+        let probe = ReadinessProbe(configuration: configuration, logger: logger, pacer: registry.pacer)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
         let fanout = PublicFanout(
             configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer, budget: registry.budget)

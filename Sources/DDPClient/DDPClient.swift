@@ -64,6 +64,9 @@ public actor DDPClient {
     private var closed = false
     /// The pause between attempts: what follows it, run by its timer or at once by ``close(reason:)``.
     private var pause: (next: @Sendable (isolated DDPClient) -> Void, timer: Scheduled<Void>?)?
+    /// The pause is a backoff after a drop (which the upstream's return, or a request, may cut
+    /// short), not the pacer's slot.
+    private var inBackoff = false
     private var started = false
     /// The connect-and-reconnect loop has stopped (after ``close(reason:)``).
     private var stopped = false
@@ -199,6 +202,10 @@ public actor DDPClient {
     private func wake() {
         guard let current = pause else { return }
         pause = nil
+        if inBackoff {
+            inBackoff = false
+            options.pacer.forget(ObjectIdentifier(self))
+        }
         current.timer?.cancel()
         current.next(self)
     }
@@ -261,7 +268,7 @@ public actor DDPClient {
         perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), cause: cause))
         guard !closed, let delay = reconnectDelay else { return stop() }
         reconnectDelay = nil
-        pause(for: delay) { client in
+        backOff(for: delay) { client in
             // After an outage every session wants back at once: take a paced slot.
             client.pause(for: client.options.pacer.reserve()) { client in
                 guard !client.closed else { return client.stop() }
@@ -269,6 +276,27 @@ public actor DDPClient {
                 client.connectNext()
             }
         }
+    }
+
+    /// A backoff: a pause that ends early when another connection of the process is connected
+    /// again (``ReconnectPacer/upstreamReturned()``) or a request asks (``retrySoon()``).
+    private func backOff(for delay: Duration, then next: @escaping @Sendable (isolated DDPClient) -> Void) {
+        guard delay > .zero, !closed else { return next(self) }
+        pause = (next, timer(delay) { $0.wake() })
+        inBackoff = true
+        options.pacer.waitForReturn(ObjectIdentifier(self)) { [weak self] in self?.retrySoon() }
+    }
+
+    /// Ends a backoff now: the next attempt takes its paced slot and goes. Nothing happens while
+    /// connected, connecting, or already waiting for the slot. For a request that needs the
+    /// upstream: it should not wait out a backoff that grew while the upstream was away.
+    public nonisolated func retrySoon() {
+        eventLoop.execute { self.assumeIsolated { $0.endBackoff() } }
+    }
+
+    private func endBackoff() {
+        guard inBackoff else { return }
+        wake()
     }
 
     private func makeTLSConfiguration(_ address: UpstreamAddress) -> TLSConfiguration? {
@@ -489,6 +517,8 @@ public actor DDPClient {
             case .scheduleReconnect(let delay):
                 reconnectDelay = delay
             case .stateChanged(let newState):
+                // Back: whoever is still waiting out a backoff retries now.
+                if case .connected = newState { options.pacer.upstreamReturned() }
                 state = newState
                 logger.debug("connection state", metadata: ["ddp.state": "\(newState)"])
                 deliver(.stateChanged(newState))

@@ -72,6 +72,41 @@ import Testing
         await server.stop()
     }
 
+    /// A connection waiting out a long backoff retries at once when asked (``DDPClient/retrySoon()``,
+    /// what a request for its session does), and when another connection sharing its pacer is
+    /// connected again (``ReconnectPacer/upstreamReturned()``). Neither wakes it otherwise.
+    @Test(arguments: [false, true])
+    func aBackoffEndsWhenTheUpstreamIsBackOrARequestAsks(byAnotherConnection: Bool) async throws {
+        let server = try await startDemoServer()
+        let url = await server.url
+        let port = try #require(await server.port)
+        let pacer = ReconnectPacer(rate: 100, burst: 10)
+        try await withClient(
+            url,
+            configure: {
+                Self.quickToRetry(&$0)
+                $0.protocolConfiguration.reconnect = ReconnectPolicy(initialDelay: .seconds(60), multiplier: 2, maxDelay: .seconds(60), jitter: 0)
+                $0.pacer = pacer
+            }
+        ) { client, log in
+            await server.stop()
+            try await eventually("in a backoff") {
+                if case .reconnecting = await client.state { pacer.waitingCount == 1 } else { false }
+            }
+            try await server.start(port: port)
+            if byAnotherConnection {
+                // Another connection of the process sharing the pacer is connected: every backoff ends.
+                try await withClient(url, configure: { $0.pacer = pacer }) { _, _ in }
+            } else {
+                client.retrySoon()
+            }
+            try await eventually("connected again, long before the 60 s backoff") { await client.isConnected }
+            #expect(pacer.waitingCount == 0)
+            #expect(log.states.contains { if case .reconnecting = $0 { true } else { false } })
+        }
+        await server.stop()
+    }
+
     @Test func serverRestartWithChangesWhileDownYieldsOnlyTheNetDifference() async throws {
         let server = try await startDemoServer()
         let url = await server.url

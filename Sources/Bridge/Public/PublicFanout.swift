@@ -151,8 +151,14 @@ public final class PublicFanout: Service, Sendable {
             }
             let session: Session
             // An unused connection still charged to the address that last loaded on it (its
-            // documents or its log are still held) is left to it until the sweep releases them.
-            if let unused = counts.indices.first(where: { counts[$0] == 0 && state.connections[$0].account.isUnclaimed }) {
+            // documents or its log are still held) is left to it until the sweep releases them;
+            // one still holding documents of a stopped subscription (the upstream removes them
+            // after the `unsub`, and more may be on the wire) is left until they are gone, or they
+            // would be charged to the next address placed there.
+            let reusable = { (index: Int) in
+                counts[index] == 0 && state.connections[index].account.isUnclaimed && !state.connections[index].holdsDocuments
+            }
+            if let unused = counts.indices.first(where: reusable) {
                 session = state.connections[unused]
             } else if state.connections.count < configuration.publicConnections {
                 session = Session(

@@ -220,6 +220,8 @@ public final class Session: Sendable {
     public var userID: String? { state.withLock { $0.machine.userID } }
     /// The session's Meteor resume token (`nil`: anonymous).
     var loginToken: String? { state.withLock { $0.machine.loginToken } }
+    /// The cache holds documents (as of its last charge to the memory budget).
+    var holdsDocuments: Bool { state.withLock { $0.machine.cachedBytes > 0 } }
     /// The session had a login and lost it: 401 `login-lost` for every request; the registry ends it.
     var loginLost: BridgeError? { state.withLock { $0.machine.loginLost } }
 
@@ -236,7 +238,10 @@ public final class Session: Sendable {
                     switch state.machine.connectionWait {
                     case .ready: continuation.resume()
                     case .refused(let error): continuation.resume(throwing: error)
-                    case .wait: state.connectionWaiters[number] = continuation
+                    case .wait:
+                        state.connectionWaiters[number] = continuation
+                        // A request should not wait out a backoff that grew while the upstream was away.
+                        self.client.retrySoon()
                     }
                 }
             } end: { error in

@@ -91,6 +91,9 @@ struct SessionStateMachine: Sendable {
     /// The cache's and log's bytes as last charged to the memory budget, and whether a stop for
     /// the budget is under way (nothing more is stopped until the charge is back within).
     private var chargedBytes = 0
+    /// The cache's bytes at the last charge: documents still held (a stopped subscription's are
+    /// removed by the server after its `unsub`, and may still be arriving meanwhile).
+    private(set) var cachedBytes = 0
     private var budgetStopPending = false
 
     init(pipeline: EventPipeline, now: ContinuousClock.Instant) {
@@ -238,6 +241,7 @@ struct SessionStateMachine: Sendable {
     /// charge back; what still arrives is not its to hold.
     mutating func charge(cachedBytes: Int) -> (delta: Int, anonymous: Bool) {
         guard closed == nil else { return (0, false) }
+        self.cachedBytes = cachedBytes
         let bytes = cachedBytes + pipeline.log.bytes
         defer { chargedBytes = bytes }
         return (bytes - chargedBytes, userID == nil)

@@ -10,15 +10,23 @@ public final class ReadinessProbe: Service, Sendable {
     let client: DDPClient
     private let state: LockedState<(connection: ConnectionState, failure: String?)>
 
-    public init(configuration: BridgeConfiguration, logger: Logger) {
+    /// The probe's backoff never grows past this: it is the bridge's lookout for the upstream's
+    /// return, and its connecting again wakes every session waiting out a longer backoff
+    /// (``DDPClient/ReconnectPacer/upstreamReturned()``).
+    static let maxBackoff: Duration = .seconds(1)
+
+    public init(configuration: BridgeConfiguration, logger: Logger, pacer: ReconnectPacer = .unlimited) {
+        var ddp = configuration.ddp
+        ddp.reconnect.maxDelay = min(ddp.reconnect.maxDelay, Self.maxBackoff)
+        ddp.reconnect.initialDelay = min(ddp.reconnect.initialDelay, Self.maxBackoff)
         let state = LockedState<(connection: ConnectionState, failure: String?)>((.idle, nil))
         self.state = state
         var logger = logger
         logger[metadataKey: "ddp.probe"] = "readiness"
         client = DDPClient(
             options: DDPClientOptions(
-                url: configuration.upstream, protocolConfiguration: configuration.ddp,
-                tls: configuration.upstreamTLS, compression: configuration.upstreamCompression),
+                url: configuration.upstream, protocolConfiguration: ddp,
+                tls: configuration.upstreamTLS, compression: configuration.upstreamCompression, pacer: pacer),
             logger: logger,
             events: ClosureEventSink { event in
                 if case .stateChanged(let connection) = event {
