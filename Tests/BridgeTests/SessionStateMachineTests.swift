@@ -54,12 +54,14 @@ import Testing
 
     @Test func whyTheUpstreamIsUnreachableIsKeptThroughTheNextAttempt() {
         var m = machine()
-        _ = m.received(.stateChanged(.reconnecting(attempt: 2, delay: .milliseconds(2_500), reason: "it offered '99'")), now: t0)
+        let offered99 = UpstreamFailure(.versionRefused(offered: "99", ours: ["1"]))
+        _ = m.received(.stateChanged(.reconnecting(attempt: 2, delay: .milliseconds(2_500), cause: offered99)), now: t0)
         _ = m.received(.stateChanged(.connecting(attempt: 2)), now: t0)
         let answer = m.unreachable
         #expect(answer.status == .serviceUnavailable && answer.retryAfter == 5)
-        #expect(answer.reason.hasSuffix("it offered '99'"), "\(answer.reason)")
-        _ = m.received(.stateChanged(.reconnecting(attempt: 3, delay: .milliseconds(2_500), reason: nil)), now: t0)
+        #expect(answer.reason.hasSuffix("(it offered '99'; the bridge speaks 1)"), "\(answer.reason)")
+        #expect(answer.details?["cause"]?["code"] == "ddp-version-refused", "the cause is kept in details too")
+        _ = m.received(.stateChanged(.reconnecting(attempt: 3, delay: .milliseconds(2_500), cause: nil)), now: t0)
         #expect(m.unreachable.retryAfter == 3, "Retry-After is the time to the next attempt")
         _ = m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0)
         #expect(m.upstreamFailure == nil)

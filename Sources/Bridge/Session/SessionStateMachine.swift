@@ -54,7 +54,7 @@ struct SessionStateMachine: Sendable {
 
     private(set) var connection: ConnectionState = .idle
     /// Why the upstream is not usable (``DDP/ConnectionState/failure(previously:)``).
-    private(set) var upstreamFailure: String?
+    private(set) var upstreamFailure: UpstreamFailure?
     private(set) var userID: String?
     /// The bridge itself logged in with a password (so closing the session logs out upstream).
     private(set) var loggedInByBridge = false
@@ -169,8 +169,9 @@ struct SessionStateMachine: Sendable {
         var retry = 5
         // Fractional milliseconds (a Double), rounded up to seconds there: `wholeMilliseconds` would truncate first.
         if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
-        let reason = "The upstream Meteor server is unreachable" + (upstreamFailure.map { ": \($0)" } ?? "")
-        return BridgeError(.serviceUnavailable, "upstream-unavailable", reason, details: ["upstream": connection.ejson], retryAfter: retry)
+        let reason = "The upstream Meteor server is unreachable" + (upstreamFailure.map { ": \($0.message)" } ?? "")
+        return BridgeError(
+            .serviceUnavailable, "upstream-unavailable", reason, details: UpstreamFailure.details(connection, upstreamFailure), retryAfter: retry)
     }
 
     // MARK: - Activity and streams

@@ -8,21 +8,24 @@ public import ServiceLifecycle
 /// app is reachable right now (turning false and true as it goes down and comes back).
 public final class ReadinessProbe: Service, Sendable {
     let client: DDPClient
-    private let state: LockedState<(connection: ConnectionState, failure: String?)>
+    private let state: LockedState<(connection: ConnectionState, failure: UpstreamFailure?)>
 
-    public init(configuration: BridgeConfiguration, logger: Logger) {
-        let state = LockedState<(connection: ConnectionState, failure: String?)>((.idle, nil))
+    /// Its failed attempts count in `metrics` (`ddp_bridge_upstream_failures_total`) with the sessions'.
+    public init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics? = nil) {
+        let state = LockedState<(connection: ConnectionState, failure: UpstreamFailure?)>((.idle, nil))
         self.state = state
         var logger = logger
         logger[metadataKey: "ddp.probe"] = "readiness"
         client = DDPClient(
             options: DDPClientOptions(
                 url: configuration.upstream, protocolConfiguration: configuration.ddp,
-                tls: configuration.upstreamTLS, compression: configuration.upstreamCompression),
+                tls: configuration.upstreamTLS, compression: configuration.upstreamCompression,
+                maxMessageSize: configuration.upstreamMaxMessageSize, failureLog: configuration.upstreamFailureLog),
             logger: logger,
             events: ClosureEventSink { event in
                 if case .stateChanged(let connection) = event {
                     state.withLock { $0 = (connection, connection.failure(previously: $0.failure)) }
+                    if case .reconnecting(_, _, let cause) = connection { metrics?.countUpstreamFailure(cause) }
                 }
             },
             eventLoop: configuration.eventLoopGroup.any())
@@ -30,7 +33,7 @@ public final class ReadinessProbe: Service, Sendable {
 
     public var connection: ConnectionState { state.withLock { $0.connection } }
     /// Why the upstream is not usable (see ``DDP/ConnectionState/failure(previously:)``).
-    public var failure: String? { state.withLock { $0.failure } }
+    public var failure: UpstreamFailure? { state.withLock { $0.failure } }
 
     public var isReady: Bool { Self.isReady(connection) }
 
