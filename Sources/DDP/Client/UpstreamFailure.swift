@@ -201,8 +201,11 @@ public struct UpstreamFailure: Sendable, Equatable, CustomStringConvertible {
         case .timedOut(.tls, _):
             return "check that the port speaks TLS (a plain port takes ws://, not wss://)"
         case .timedOut(.upgrade, _), .closed(.upgrade), .closed(.tcp):
+            // A TLS port closes (or waits) on a plain request.
+            let plain = url?.lowercased().hasPrefix("ws://") == true ? "if the port expects TLS, use wss://; otherwise: " : ""
             return addPath
-                ?? "the server takes connections but does not answer a WebSocket upgrade: is it the Meteor app, and does any proxy in front of it pass WebSocket upgrades?"
+                ?? plain
+                + "the server takes connections but does not answer a WebSocket upgrade: is it the Meteor app, and does any proxy in front of it pass WebSocket upgrades?"
         case .timedOut(.handshake, _):
             return addPath ?? "the server took the WebSocket but does not speak DDP: point the upstream URL at the Meteor app's /websocket"
         case .timedOut(.open, _), .closed(.handshake), .closed(.open), .other:

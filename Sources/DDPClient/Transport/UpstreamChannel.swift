@@ -57,9 +57,9 @@ struct UpstreamChannel: Sendable {
         try channel.pipeline.syncOperations.addHandler(
             AttemptStageObserver(handle: handle, secure: sslContext != nil), name: AttemptStageObserver.name)
         let upgrade = try configureUpgrade(channel: channel)
-        upgrade.whenComplete { _ in
+        upgrade.whenComplete { outcome in
             deadline.cancel()
-            handle.reached(.handshake)
+            if case .success(.websocket) = outcome { handle.reached(.handshake) }
             channel.pipeline.syncOperations.removeHandler(name: AttemptStageObserver.name, promise: nil)
         }
         return upgrade

@@ -40,7 +40,9 @@ extension UpstreamFailure {
         case let error as ChannelError:
             switch error {
             case .connectTimeout: return .timedOut(.tcp, after: timeout)
-            case .ioOnClosedChannel, .alreadyClosed, .eof, .outputClosed, .inputClosed: return .closed(stage)
+            // NIO's upgrade handler fails the upgrade with `inappropriateOperationForState` when
+            // it is removed before an answer: the channel closed under it.
+            case .ioOnClosedChannel, .alreadyClosed, .eof, .outputClosed, .inputClosed, .inappropriateOperationForState: return .closed(stage)
             default: return .other("\(error)")
             }
         case let error as NIOSSLError:
