@@ -6,7 +6,7 @@
 /// what happened and ``hint`` what to change. The shell classifies the transport's errors into
 /// it (DDPClient's `UpstreamFailure+Transport.swift`); the state machine names its own (a DDP
 /// `failed`, a handshake or ping deadline). Pure: no I/O, tested without sockets.
-public struct UpstreamFailure: Sendable, Equatable, CustomStringConvertible {
+public struct UpstreamFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// The cause as a closed set of codes, as the metrics' label and `cause.code` report it.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         fileprivate enum Base: String, Sendable, CaseIterable {
@@ -280,7 +280,7 @@ public struct UpstreamFailure: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// "15 s", "0.3 s".
-    static func format(_ duration: Duration) -> String {
+    package static func format(_ duration: Duration) -> String {
         let seconds = duration.seconds
         let tenths = (seconds * 10).rounded() / 10
         return tenths == tenths.rounded() && abs(tenths) < 1e15 ? "\(Int64(tenths)) s" : "\(tenths) s"
