@@ -54,6 +54,30 @@ import Testing
         }
     }
 
+    /// An app that never answers an upgrade on `/` (as a Meteor app may) outlasts a session's
+    /// wait: its 503 names the cause the bridge's other connections found meanwhile.
+    @Test func anUpgradeNeverAnsweredIsNamedInA503BeforeTheSessionsOwnAttemptEnds() async throws {
+        let silent = FakeUpstream(handshake: .stall)
+        try await silent.start()
+        let root = String(silent.url.dropLast("/websocket".count))
+        try await BridgeHarness.run(
+            upstreamURL: root,
+            configure: {
+                $0.ddp.connectTimeout = .seconds(1)
+                $0.connectTimeout = .milliseconds(300)
+            }
+        ) { bridge in
+            let ready = try await Self.readiness(bridge, within: .seconds(5))
+            #expect(ready["details"]?["cause"]?["code"] == "timed-out", "\(ready.text)")
+            let session = try await bridge.request(.post, "/v1/sessions", body: "{}")
+            expectError(session, .serviceUnavailable, "upstream-unavailable")
+            let cause = session["details"]?["cause"]
+            #expect(cause?["message"] == "the WebSocket upgrade request for / got no answer within 1 s", "\(session.text)")
+            #expect(cause?["hint"]?.stringValue?.hasSuffix("\(root)/websocket") == true, "\(session.text)")
+        }
+        await silent.stop()
+    }
+
     @Test func aWebPageWhereDDPWasExpectedIsNamedAtOnceWithTheWebsocketHint() async throws {
         let page = FakeUpstream(handshake: .answer(status: 200, contentType: "text/html; charset=utf-8", body: "<!DOCTYPE html><html></html>"))
         try await page.start()

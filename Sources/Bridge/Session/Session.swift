@@ -235,7 +235,10 @@ public final class Session: Sendable {
                     }
                 }
             } end: { error in
-                let (waiter, unreachable) = self.state.withLock { ($0.connectionWaiters.removeValue(forKey: number), $0.machine.unreachable) }
+                let elsewhere = self.configuration.upstreamFailureLog.failure
+                let (waiter, unreachable) = self.state.withLock {
+                    ($0.connectionWaiters.removeValue(forKey: number), $0.machine.unreachable(elsewhere: elsewhere))
+                }
                 waiter?.resume(throwing: error ?? unreachable)
             }
         } catch {
