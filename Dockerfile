@@ -64,5 +64,7 @@ EXPOSE 8080
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
     CMD curl -fsS "http://127.0.0.1:${DDP_BRIDGE_PORT}/healthz" || exit 1
+# Before (or beside) serve, the same image checks the app it is given, once, and says what to fix:
+#   docker run --rm -e DDP_BRIDGE_UPSTREAM=ws://your-app:3000/websocket ddp-bridge check
 ENTRYPOINT ["/usr/local/bin/ddp-bridge"]
 CMD ["serve"]

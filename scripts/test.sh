@@ -68,9 +68,11 @@ swift build -c release --product ddp-bridge
 export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 
 # Ports taken: serve, demo and demo-server end at once naming the address, setting and cause;
-# the demo starts beside a Meteor app on port 3000.
+# the demo starts beside a Meteor app on port 3000. Then `ddp-bridge check` from another folder
+# against demo-server: each step's line, and each failure's cause and fix.
 stage "ports"
 python3 scripts/port_check.py
+python3 scripts/upstream_check.py
 
 # The dashboard and alert rules (deploy/grafana, deploy/prometheus): promtool checks the rules, and
 # every metric they name is exported by a running bridge after some traffic.

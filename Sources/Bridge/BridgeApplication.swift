@@ -1,3 +1,4 @@
+import DDP
 public import Hummingbird
 import HummingbirdCore
 public import Logging
@@ -15,7 +16,13 @@ public enum BridgeApplication {
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
     ) -> (application: Application<RouterResponder<BridgeRequestContext>>, registry: SessionRegistry) {
         let registry = SessionRegistry(configuration: configuration, logger: logger)
-        let probe = ReadinessProbe(configuration: configuration, logger: logger, pacer: registry.pacer)
+        // The commonest slip: the app's own address, without the path Meteor serves DDP at.
+        if let suggested = UpstreamFailure.websocketURL(suggestedFor: configuration.upstream) {
+            logger.notice(
+                "the upstream URL's path is not /websocket, where Meteor serves DDP",
+                metadata: ["upstream": "\(configuration.upstream)", "suggested": "\(suggested)"])
+        }
+        let probe = ReadinessProbe(configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
         let fanout = PublicFanout(
             configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer, budget: registry.budget)

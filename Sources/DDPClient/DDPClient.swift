@@ -98,7 +98,7 @@ public actor DDPClient {
         logger[metadataKey: "ddp.url"] = .string(options.url)
         self.logger = logger
         self.sink = sink
-        self.machine = DDPConnectionStateMachine(configuration: options.protocolConfiguration)
+        self.machine = DDPConnectionStateMachine(configuration: options.protocolConfiguration, upstream: options.url)
     }
 
     // MARK: - Reading state
@@ -231,33 +231,39 @@ public actor DDPClient {
         let handle = ChannelHandle()
         attempt = handle
         let ended: EventLoopFuture<UpstreamTransportError?>
+        var address: UpstreamAddress?
         do {
-            let address = try UpstreamAddress(options.url)
-            let sslContext = try makeTLSConfiguration(address).map { try NIOSSLContext(configuration: $0) }
+            let target = try UpstreamAddress(options.url)
+            address = target
+            let sslContext = try makeTLSConfiguration(target).map { try NIOSSLContext(configuration: $0) }
             let upstream = UpstreamChannel(
-                target: address, headers: options.handshakeHeaders, compression: options.compression, maxMessageSize: maxSize,
+                target: target, headers: options.handshakeHeaders, compression: options.compression, maxMessageSize: maxSize,
                 sslContext: sslContext, handshakeTimeout: options.protocolConfiguration.connectTimeout, handle: handle, client: self
             )
             ended = upstream.connect(on: eventLoop, logger: logger)
         } catch {
             ended = eventLoop.makeFailedFuture(error)
         }
-        ended.whenComplete { result in self.assumeIsolated { $0.attemptEnded(result, handle) } }
+        let target = address
+        ended.whenComplete { result in self.assumeIsolated { $0.attemptEnded(result, handle, target) } }
     }
 
-    private func attemptEnded(_ result: Result<UpstreamTransportError?, any Error>, _ handle: ChannelHandle) {
-        let maxSize = options.maxMessageSize
-        var cause = DDPConnectionStateMachine.CloseCause.other
+    /// The attempt ended: its cause, classified (``DDP/UpstreamFailure``), goes to the state
+    /// machine, which says why in the `reconnecting` state (and the failure log logs it once).
+    private func attemptEnded(_ result: Result<UpstreamTransportError?, any Error>, _ handle: ChannelHandle, _ address: UpstreamAddress?) {
+        // The WebSocket was open: the DDP handshake, or the connection, is what ended.
+        let stage: UpstreamFailure.Stage = machine.isConnected ? .open : handle.stage
+        let timeout = options.protocolConfiguration.connectTimeout
+        let failure: UpstreamFailure
         switch result {
-        case .success(.messageTooLarge?), .failure(UpstreamTransportError.messageTooLarge):
-            cause = .messageTooLarge(limit: maxSize)
-            logger.warning("the upstream sent a message over the size limit", metadata: ["limit": "\(maxSize)"])
-        case .success(let failure?):
-            logger.debug("upstream connection ended", metadata: ["error": "\(failure)"])
         case .success(nil):
-            break
+            failure = UpstreamFailure(.closed(stage), url: options.url)
+        case .success(let error?):
+            logger.debug("upstream connection ended", metadata: ["error": "\(error)"])
+            failure = .classify(error, stage: stage, address: address, timeout: timeout, url: options.url)
         case .failure(let error):
             logger.debug("upstream connection ended", metadata: ["error": "\(error)"])
+            failure = .classify(error, stage: stage, address: address, timeout: timeout, url: options.url)
         }
         // Whatever ended the attempt (a declined or failed upgrade too), its socket goes.
         handle.close()
@@ -265,7 +271,7 @@ public actor DDPClient {
         ticker?.cancel()
         ticker = nil
         transport = nil
-        perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), cause: cause))
+        perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), failure: failure))
         guard !closed, let delay = reconnectDelay else { return stop() }
         reconnectDelay = nil
         backOff(for: delay) { client in
@@ -521,6 +527,11 @@ public actor DDPClient {
                 if case .connected = newState { options.pacer.upstreamReturned() }
                 state = newState
                 logger.debug("connection state", metadata: ["ddp.state": "\(newState)"])
+                switch newState {
+                case .reconnecting(_, _, let failure?): options.failureLog.failed(failure, logger: logger)
+                case .connected: options.failureLog.connected(logger: logger)
+                default: break
+                }
                 deliver(.stateChanged(newState))
             case .methodResult(let id, let outcome):
                 if let waiter = methodWaiters[id], waiter.completion == .result {

@@ -28,6 +28,9 @@ public struct DDPClientOptions: Sendable {
     public var handshakeHeaders: HTTPFields
     /// Paces reconnect attempts, shared by all the connections of a process.
     public var pacer: ReconnectPacer
+    /// Logs why attempts fail, once per change of cause; shared by the connections of a process
+    /// (by default each client has its own).
+    public var failureLog: UpstreamFailureLog
 
     public init(
         url: String,
@@ -36,9 +39,11 @@ public struct DDPClientOptions: Sendable {
         compression: Bool = false,
         maxMessageSize: Int = 16 << 20,
         handshakeHeaders: HTTPFields = [:],
-        pacer: ReconnectPacer = .unlimited
+        pacer: ReconnectPacer = .unlimited,
+        failureLog: UpstreamFailureLog = UpstreamFailureLog()
     ) {
         self.pacer = pacer
+        self.failureLog = failureLog
         self.url = url
         self.protocolConfiguration = protocolConfiguration
         self.tls = tls

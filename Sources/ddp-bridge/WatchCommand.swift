@@ -55,8 +55,8 @@ struct ChangePrinter: Sendable {
         case .idle: "idle"
         case .connecting(let attempt): attempt == 0 ? "connecting" : "connecting (attempt \(attempt))"
         case .connected(let session, let version): "connected (session \(session), DDP \(version))"
-        case .reconnecting(let attempt, let delay, let reason):
-            "reconnecting in \(String(format: "%.1f", delay.seconds)) s (attempt \(attempt))" + (reason.map { ": \($0)" } ?? "")
+        case .reconnecting(let attempt, let delay, let cause):
+            "reconnecting in \(String(format: "%.1f", delay.seconds)) s (attempt \(attempt))" + (cause.map { ": \($0)" } ?? "")
         case .closed(let reason): "closed: \(reason)"
         }
     }

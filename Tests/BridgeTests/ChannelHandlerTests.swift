@@ -45,13 +45,17 @@ import Testing
                     == Self.probeAnswer(.ok, #"{"status":"ready","upstream":{"state":"connected","ddpSession":"s1","version":"1"},"sessions":3}"#))
 
             source.upstream.withLockedValue {
-                $0 = ProbeSource.Upstream(connection: .reconnecting(attempt: 2, delay: .seconds(7), reason: nil), failure: "connection refused")
+                let refused = UpstreamFailure(.connectionRefused(endpoint: "127.0.0.1:3999"), url: "ws://127.0.0.1:3999/websocket")
+                $0 = ProbeSource.Upstream(connection: .reconnecting(attempt: 2, delay: .seconds(7), cause: refused), failure: refused)
             }
             try Self.deliver(Self.parts(Self.request(.get, "/readyz")), to: channel)
-            let reason = "The upstream Meteor server is not reachable: connection refused"
+            let cause = "nothing is listening at 127.0.0.1:3999 (connection refused)"
+            let reason = "The upstream Meteor server is not reachable: \(cause)"
             let unavailable: String =
                 #"{"error":"upstream-unavailable","reason":"\#(reason)","message":"\#(reason) [upstream-unavailable]","#
-                + #""details":{"upstream":{"state":"reconnecting","attempt":2,"retryIn":7000}}}"#
+                + #""details":{"upstream":{"state":"reconnecting","attempt":2,"retryIn":7000,"reason":"\#(cause)"},"#
+                + #""cause":{"code":"connection-refused","message":"\#(cause)","#
+                + #""hint":"start the Meteor app, or correct the host and port of the upstream URL"}}}"#
             #expect(try Self.written(channel) == Self.probeAnswer(.serviceUnavailable, unavailable, [.retryAfter: "7"]))
 
             #expect(recorder.parts == [])
@@ -352,7 +356,7 @@ extension ChannelHandlerTests {
     struct ProbeSource: Sendable {
         struct Upstream: Sendable {
             var connection: ConnectionState
-            var failure: String?
+            var failure: UpstreamFailure?
         }
 
         let upstream = NIOLockedValueBox(Upstream(connection: .connected(session: "s1", version: "1"), failure: nil))

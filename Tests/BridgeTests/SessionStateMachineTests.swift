@@ -62,15 +62,32 @@ import Testing
 
     @Test func whyTheUpstreamIsUnreachableIsKeptThroughTheNextAttempt() {
         var m = machine()
-        _ = m.received(.stateChanged(.reconnecting(attempt: 2, delay: .milliseconds(2_500), reason: "it offered '99'")), now: t0)
+        let offered99 = UpstreamFailure(.versionRefused(offered: "99", ours: ["1"]))
+        _ = m.received(.stateChanged(.reconnecting(attempt: 2, delay: .milliseconds(2_500), cause: offered99)), now: t0)
         _ = m.received(.stateChanged(.connecting(attempt: 2)), now: t0)
-        let answer = m.unreachable
+        let answer = m.unreachable()
         #expect(answer.status == .serviceUnavailable && answer.retryAfter == 5)
-        #expect(answer.reason.hasSuffix("it offered '99'"), "\(answer.reason)")
-        _ = m.received(.stateChanged(.reconnecting(attempt: 3, delay: .milliseconds(2_500), reason: nil)), now: t0)
-        #expect(m.unreachable.retryAfter == 3, "Retry-After is the time to the next attempt")
+        #expect(answer.reason.hasSuffix("(it offered '99'; the bridge speaks 1)"), "\(answer.reason)")
+        #expect(answer.details?["cause"]?["code"] == "ddp-version-refused", "the cause is kept in details too")
+        _ = m.received(.stateChanged(.reconnecting(attempt: 3, delay: .milliseconds(2_500), cause: nil)), now: t0)
+        #expect(m.unreachable().retryAfter == 3, "Retry-After is the time to the next attempt")
         _ = m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0)
         #expect(m.upstreamFailure == nil)
+    }
+
+    /// A wait that runs out during the session's first attempt names the process's latest cause;
+    /// the session's own, once it has one, comes first.
+    @Test func aFirstAttemptStillUnderWayTakesTheCauseFromElsewhere() {
+        var m = machine()
+        let silent = UpstreamFailure(.timedOut(.upgrade, after: .seconds(15)), url: "ws://app:3000")
+        _ = m.received(.stateChanged(.connecting(attempt: 0)), now: t0)
+        #expect(m.unreachable().details?["cause"] == nil, "nobody knows yet")
+        let answer = m.unreachable(elsewhere: silent)
+        #expect(answer.reason == "The upstream Meteor server is unreachable: the WebSocket upgrade request for / got no answer within 15 s")
+        #expect(answer.details?["cause"]?["hint"]?.stringValue?.hasSuffix("ws://app:3000/websocket") == true)
+        let refused = UpstreamFailure(.connectionRefused(endpoint: "app:3000"))
+        _ = m.received(.stateChanged(.reconnecting(attempt: 1, delay: .seconds(1), cause: refused)), now: t0)
+        #expect(m.unreachable(elsewhere: silent).details?["cause"]?["code"] == "connection-refused")
     }
 
     @Test func aBurstOfChangesArmsOneTimerAndGoesOutWhenItFires() {
@@ -152,7 +169,7 @@ import Testing
         _ = m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0)
         _ = m.received(.loginChanged(LoginResult(userId: "u1", token: "resume-token", tokenExpires: nil)), now: t0)
         m.claimLogin(token: "resume-token", byBridge: true)
-        _ = m.received(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(10), reason: nil)), now: t0)
+        _ = m.received(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(10), cause: nil)), now: t0)
         _ = m.received(.stateChanged(.connected(session: "s2", version: "1")), now: t0)
         let refusal = DDPError.meteor(403, "You've been logged out by the server. Please log in again.")
         #expect(describe(m.received(.resumeRefused(refusal), now: t0)) == ["finish streams login-lost"])

@@ -216,7 +216,7 @@ import Testing
     /// Before the fix the readiness probe's connection closed for good on such a `failed`, its
     /// service returned, and the service group ended the whole bridge 56 ms after start.
     @Test(arguments: [
-        ("99", "the upstream supports no DDP version we speak (it offered '99')"),
+        ("99", "the upstream supports no DDP version we speak (it offered '99'; the bridge speaks 1, pre2, pre1)"),
         ("1", "the upstream refused DDP version '1', which it names itself")
     ])
     func anUpstreamThatRefusesOurVersionsEndsNothing(offered: String, cause: String) async throws {

@@ -78,6 +78,24 @@ import Testing
             #expect(!log.states.contains { if case .connected = $0 { return true } else { return false } })
             await client.close()
         }
+        // Each attempt names the cause: the certificate did not verify, and how to trust it.
+        let causes = log.states.compactMap { if case .reconnecting(_, _, let cause) = $0 { cause } else { nil } }
+        #expect(causes.first?.code == .tlsFailed, "\(causes)")
+        #expect(causes.first?.message == "the TLS handshake failed: certificate verify failed", "\(causes)")
+        #expect(causes.first?.hint?.contains("--upstream-ca-file") == true)
+        await server.stop()
+    }
+
+    /// A `ws://` URL at a TLS port: no HTTP answer to the upgrade, and the hint says wss://.
+    @Test func aPlainURLAtATLSPortSaysToUseWSS() async throws {
+        let files = try Self.makeCertificate()
+        let server = try await Self.startTLSServer(files)
+        let url = await server.url.replacingOccurrences(of: "wss://", with: "ws://")
+        let (causes, _) = try await UpstreamCauseTests.failures(url, count: 1)
+        let cause = try #require(causes.first ?? nil)
+        // The server closes on the plain request (an alert that is not HTTP would be `upgrade-invalid`).
+        #expect([UpstreamFailure.Code.connectionClosed, .upgradeInvalid].contains(cause.code), "\(cause.code): \(cause)")
+        #expect(cause.hint?.hasPrefix("if the port expects TLS, use wss://") == true, "\(cause.code): \(cause)")
         await server.stop()
     }
 }

@@ -125,7 +125,7 @@ import Testing
         _ = h.receive(.ready(subs: ["s1"]))
         _ = h.machine.subscribe("huge", params: [], id: "s2")
         let (call, _) = h.machine.callMethod("bigResult", params: [])
-        let actions = h.machine.transportClosed(at: h.now, unit: 0.5, cause: .messageTooLarge(limit: 1024))
+        let actions = h.machine.transportClosed(at: h.now, unit: 0.5, failure: UpstreamFailure(.messageTooLarge(limit: 1024)))
         let stopped = actions.compactMap { if case .subscriptionStopped(let id, let error) = $0 { return (id, error) } else { return nil } }
         #expect(stopped.map(\.0) == ["s2"])
         #expect(stopped.first?.1?.local?.code == .messageTooLarge)

@@ -62,10 +62,11 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         var h = Harness()
         _ = h.machine.start()
         _ = h.machine.transportOpened(at: h.now)
-        let reason = "the upstream supports no DDP version we speak (it offered '99')"
-        #expect(h.receive(.failed(version: "99")) == [.warning(reason), .closeTransport])
-        let closed = h.machine.transportClosed(at: h.now, unit: 0.5)
-        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500), reason: reason))))
+        let cause = UpstreamFailure(.versionRefused(offered: "99", ours: ["1", "pre2", "pre1"]))
+        #expect(cause.message == "the upstream supports no DDP version we speak (it offered '99'; the bridge speaks 1, pre2, pre1)")
+        #expect(h.receive(.failed(version: "99")) == [.closeTransport])
+        let closed = h.machine.transportClosed(at: h.now, unit: 0.5, failure: UpstreamFailure(.closed(.handshake)))
+        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500), cause: cause))), "its own cause comes first")
         #expect(closed.contains(.scheduleReconnect(after: .milliseconds(500))))
         // The next attempt offers our preferred version again, and can connect.
         #expect(h.machine.reconnectTimerFired() == [.stateChanged(.connecting(attempt: 1)), .openTransport])
@@ -77,9 +78,10 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         var h = Harness()
         _ = h.machine.start()
         _ = h.machine.transportOpened(at: h.now)
-        let reason = "the upstream refused DDP version '1', which it names itself"
-        #expect(h.receive(.failed(version: "1")) == [.warning(reason), .closeTransport])
-        #expect(h.machine.transportClosed(at: h.now, unit: 0).contains(.stateChanged(.reconnecting(attempt: 1, delay: .zero, reason: reason))))
+        let cause = UpstreamFailure(.versionRefusedItself("1"))
+        #expect(cause.message == "the upstream refused DDP version '1', which it names itself")
+        #expect(h.receive(.failed(version: "1")) == [.closeTransport])
+        #expect(h.machine.transportClosed(at: h.now, unit: 0).contains(.stateChanged(.reconnecting(attempt: 1, delay: .zero, cause: cause))))
     }
 
     @Test func aServerThatNamesAnotherVersionEachTimeIsNotASpin() {
@@ -91,9 +93,11 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         _ = h.machine.reconnectTimerFired()
         _ = h.machine.transportOpened(at: h.now)
         // Asked again for another version before any `connected`: that one is tried after a backoff.
-        let reason = "the upstream keeps changing the DDP version it asks for (now '1')"
-        #expect(h.receive(.failed(version: "1")) == [.warning(reason), .closeTransport])
+        #expect(h.receive(.failed(version: "1")) == [.closeTransport])
         let closed = h.machine.transportClosed(at: h.now, unit: 0.5)
+        let cause = UpstreamFailure(.versionUnstable(offered: "1"))
+        #expect(cause.message == "the upstream keeps changing the DDP version it asks for (now '1')")
+        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500), cause: cause))))
         #expect(closed.contains(.scheduleReconnect(after: .milliseconds(500))))
         _ = h.machine.reconnectTimerFired()
         #expect(h.machine.transportOpened(at: h.now) == [.send(.connect(version: "1", support: ["1", "pre2", "pre1"]))])
@@ -104,9 +108,10 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         _ = h.machine.start()
         _ = h.machine.transportOpened(at: h.now)
         let late = h.now + h.machine.configuration.connectTimeout
-        let reason = "the upstream did not answer the DDP handshake within \(h.machine.configuration.connectTimeout)"
-        #expect(h.machine.tick(at: late) == [.warning(reason), .closeTransport])
-        #expect(h.machine.transportClosed(at: late, unit: 0).contains(.stateChanged(.reconnecting(attempt: 1, delay: .zero, reason: reason))))
+        let cause = UpstreamFailure(.timedOut(.handshake, after: .seconds(15)))
+        #expect(cause.message == "the upstream did not answer the DDP handshake within 15 s")
+        #expect(h.machine.tick(at: late) == [.closeTransport])
+        #expect(h.machine.transportClosed(at: late, unit: 0).contains(.stateChanged(.reconnecting(attempt: 1, delay: .zero, cause: cause))))
     }
 
     @Test func pingsAreAnsweredWithTheirID() {
@@ -257,7 +262,7 @@ func changes(_ actions: [Action]) -> [DocumentChange] {
         let (pending, _) = h.machine.callMethod("echo", params: ["again"])
 
         let closed = h.machine.transportClosed(at: h.now, unit: 0.5)
-        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500), reason: nil))))
+        #expect(closed.contains(.stateChanged(.reconnecting(attempt: 1, delay: .milliseconds(500), cause: nil))))
         #expect(closed.contains(.scheduleReconnect(after: .milliseconds(500))))
         #expect(h.machine.reconnectTimerFired() == [.stateChanged(.connecting(attempt: 1)), .openTransport])
         _ = h.machine.transportOpened(at: h.now)

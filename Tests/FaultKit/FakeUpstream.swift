@@ -15,7 +15,8 @@ public import WSCore
 /// A scriptable stand-in for a Meteor server, for tests of upstream faults: each WebSocket
 /// connection runs the test's script, which reads what the client sent and answers anything
 /// (malformed DDP, oversized frames, nothing at all), or closes mid-conversation. In `stall`
-/// mode it accepts TCP connections and never answers the WebSocket upgrade.
+/// mode it accepts TCP connections and never answers the WebSocket upgrade; in `answer` mode it
+/// answers every request with a plain HTTP response (a web app's page where DDP was expected).
 public final class FakeUpstream: Sendable {
     public typealias Script = @Sendable (FakeConnection) async throws -> Void
 
@@ -24,6 +25,9 @@ public final class FakeUpstream: Sendable {
         case accept
         /// Accept TCP, read the upgrade request, never answer.
         case stall
+        /// Accept TCP and answer each request with this status, content type and body, keeping
+        /// the connection open (as a web server does with keep-alive).
+        case answer(status: Int, contentType: String, body: String)
     }
 
     private struct State {
@@ -66,7 +70,9 @@ public final class FakeUpstream: Sendable {
     /// Starts listening on a free loopback port.
     public func start() async throws {
         switch handshake {
-        case .stall: try await startStalling()
+        case .stall: try await startPlain { _ in SilentHandler() }
+        case .answer(let status, let contentType, let body):
+            try await startPlain { _ in PlainHTTPAnswer(status: status, contentType: contentType, body: body) }
         case .accept: try await startAccepting()
         }
     }
@@ -144,14 +150,14 @@ public final class FakeUpstream: Sendable {
         if port == 0 { throw FakeUpstreamError.didNotStart }
     }
 
-    private func startStalling() async throws {
+    /// A plain TCP server whose connections each get the handler `make` returns.
+    private func startPlain(_ make: @escaping @Sendable (any Channel) -> any ChannelHandler & Sendable) async throws {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 self.opened()
                 channel.closeFuture.whenComplete { _ in self.closed() }
-                // Reads the upgrade request and answers nothing; closes when the client does.
-                return channel.pipeline.addHandler(SilentHandler())
+                return channel.pipeline.addHandler(make(channel))
             }
             .bind(host: "127.0.0.1", port: 0).get()
         state.withLockedValue {
@@ -167,6 +173,31 @@ enum FakeUpstreamError: Error { case didNotStart, closed }
 private final class SilentHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelEvent, case .inputClosed = event as? ChannelEvent { context.close(promise: nil) }
+    }
+}
+
+/// Answers whatever arrives with one plain HTTP response (once per read that starts a request;
+/// a stand-in does not need to parse), and keeps the connection open; closes when the peer does.
+private final class PlainHTTPAnswer: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let response: String
+
+    init(status: Int, contentType: String, body: String) {
+        response =
+            "HTTP/1.1 \(status) \(status == 200 ? "OK" : "Status")\r\nContent-Type: \(contentType)\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: keep-alive\r\n\r\n\(body)"
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let request = unwrapInboundIn(data)
+        guard request.readableBytesView.starts(with: "GET ".utf8) else { return }
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: response)), promise: nil)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelEvent, case .inputClosed = event as? ChannelEvent { context.close(promise: nil) }
     }

@@ -10,6 +10,10 @@ public struct BridgeConfiguration: Sendable {
     /// The event loops the bridge runs on: its HTTP server, every upstream connection (a
     /// session's client and its timers share one loop), the store's timers. Not a setting.
     public var eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    /// Where every upstream connection of the bridge (sessions, the public pool, the readiness
+    /// probe) reports why it failed: one warning per change of cause, not one per attempt and
+    /// per session. Not a setting.
+    public var upstreamFailureLog = UpstreamFailureLog()
     /// The upstream Meteor app: `ws://host:port/websocket` or `wss://…`. Fixed by the operator.
     public var upstream: String
     public var upstreamTLS: DDPClientOptions.TLS

@@ -439,9 +439,10 @@ public struct Settings: Sendable {
         return flags
     }
 
-    /// Every setting (but `excluded`) with its variable and default, for `--help`.
-    public static func helpText(excluding excluded: Set<String> = []) -> String {
-        all.filter { !excluded.contains($0.flag) }.map { setting in
+    /// Every setting (but `excluded`; only those in `only`, when given) with its variable and
+    /// default, for `--help`.
+    public static func helpText(excluding excluded: Set<String> = [], only: Set<String>? = nil) -> String {
+        all.filter { !excluded.contains($0.flag) && only?.contains($0.flag) != false }.map { setting in
             let shown = setting.shownDefault.map { ", default \($0)" } ?? ""
             return
                 "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n      env \(setting.environment)\(shown)\n      \(setting.help)"

@@ -25,8 +25,9 @@ struct ProbeAnswer: Sendable {
     static let health = ProbeAnswer(status: .ok, json: ["status": "ok"])
 
     /// Readiness: 200 while the upstream is reachable, 503 with `Retry-After` (the time to the
-    /// next reconnect attempt, or 5 s) in the bridge's error shape while it is not.
-    static func readiness(_ connection: ConnectionState, failure: String?, sessions: Int, shuttingDown: Bool) -> ProbeAnswer {
+    /// next reconnect attempt, or 5 s) in the bridge's error shape while it is not, its
+    /// `details.cause` naming why when the last attempt said (``DDP/UpstreamFailure``).
+    static func readiness(_ connection: ConnectionState, failure: UpstreamFailure?, sessions: Int, shuttingDown: Bool) -> ProbeAnswer {
         if shuttingDown {
             let error = BridgeError(
                 .serviceUnavailable, "shutting-down", "The bridge is shutting down; requests in flight finish, new ones belong elsewhere",
@@ -39,10 +40,9 @@ struct ProbeAnswer: Sendable {
         var retry = 5
         // Fractional milliseconds (a Double), rounded up to seconds there: `wholeMilliseconds` would truncate first.
         if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
-        let reason = "The upstream Meteor server is not reachable" + (failure.map { ": \($0)" } ?? "")
+        let reason = "The upstream Meteor server is not reachable" + (failure.map { ": \($0.message)" } ?? "")
         let error = BridgeError(
-            .serviceUnavailable, "upstream-unavailable", reason,
-            details: ["upstream": connection.ejson], retryAfter: retry)
+            .serviceUnavailable, "upstream-unavailable", reason, details: UpstreamFailure.details(connection, failure), retryAfter: retry)
         return ProbeAnswer(status: error.status, headers: [.retryAfter: String(retry)], json: error.body)
     }
 

@@ -24,6 +24,8 @@ public struct BridgeMetrics: Sendable {
     /// Sessions written to the store.
     let storeSaves: CoreMetrics.Counter
     private let storeErrorCounters = LockedState<[String: CoreMetrics.Counter]>([:])
+    /// Failed upstream connection attempts by cause (``DDP/UpstreamFailure/Code``), made once each.
+    private let upstreamFailureCounters: LockedState<[String: CoreMetrics.Counter]>
     /// Request counters by "route status", made once each (making one per request showed in profiles).
     private let requestCounters = LockedState<[String: CoreMetrics.Counter]>([:])
 
@@ -49,6 +51,14 @@ public struct BridgeMetrics: Sendable {
         sessionKeyMismatches = CoreMetrics.Counter(label: "ddp_bridge_session_key_mismatches_total", factory: factory)
         memoryBudgetStops = CoreMetrics.Counter(label: "ddp_bridge_memory_budget_stops_total", factory: factory)
         storeSaves = CoreMetrics.Counter(label: "ddp_bridge_session_store_saves_total", factory: factory)
+        // Every cause's series from the start, at 0: a rate over a series that appears only
+        // with its first failure misses that failure, and dashboards show the closed set.
+        var failures: [String: CoreMetrics.Counter] = [:]
+        for cause in UpstreamFailure.Code.all.map(\.description) + ["unknown"] {
+            failures[cause] = CoreMetrics.Counter(
+                label: "ddp_bridge_upstream_failures_total", dimensions: [("cause", cause)], factory: factory)
+        }
+        upstreamFailureCounters = LockedState(failures)
         // What is running: one series, 1, labelled with the version and the commit.
         CoreMetrics.Gauge(
             label: "ddp_bridge_build_info", dimensions: [("version", BuildInfo.version), ("commit", BuildInfo.commit)], factory: factory
@@ -64,6 +74,19 @@ public struct BridgeMetrics: Sendable {
             counters[operation] = counter
             return counter
         }
+    }
+
+    /// A failed upstream connection attempt (a session's, the public pool's or the readiness
+    /// probe's), by its cause's code; `unknown` when nobody could tell.
+    func countUpstreamFailure(_ failure: UpstreamFailure?) {
+        let cause = failure.map { "\($0.code)" } ?? "unknown"
+        let counter = upstreamFailureCounters.withLock { counters in
+            if let counter = counters[cause] { return counter }
+            let counter = CoreMetrics.Counter(label: "ddp_bridge_upstream_failures_total", dimensions: [("cause", cause)], factory: factory)
+            counters[cause] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     /// Client connections refused at once, by reason (`address`: past its share; `total`).

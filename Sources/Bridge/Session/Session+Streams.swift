@@ -119,14 +119,13 @@ extension Session {
 }
 
 extension ConnectionState {
-    /// Why the upstream is not usable now: the reason the last attempt ended, kept through the
-    /// attempt that follows it, `nil` once connected (for `/readyz` and 503 answers).
-    func failure(previously: String?) -> String? {
+    /// Why the upstream is not usable now: the cause the last attempt ended with, kept through
+    /// the attempt that follows it, `nil` once connected (for `/readyz` and 503 answers).
+    func failure(previously: UpstreamFailure?) -> UpstreamFailure? {
         switch self {
         case .connected: nil
-        case .reconnecting(_, _, let reason): reason
-        case .closed(let reason): reason
-        case .idle, .connecting: previously
+        case .reconnecting(_, _, let cause): cause
+        case .idle, .connecting, .closed: previously
         }
     }
 
@@ -136,10 +135,10 @@ extension ConnectionState {
         case .idle: return ["state": "connecting"]
         case .connecting(let attempt): return ["state": "connecting", "attempt": .int(attempt)]
         case .connected(let session, let version): return ["state": "connected", "ddpSession": .string(session), "version": .string(version)]
-        case .reconnecting(let attempt, let delay, let reason):
+        case .reconnecting(let attempt, let delay, let cause):
             // Rounded to the nearest millisecond, where `wholeMilliseconds` truncates.
             var o: EJSONObject = ["state": "reconnecting", "attempt": .int(attempt), "retryIn": .number((delay.seconds * 1000).rounded())]
-            if let reason { o["reason"] = .string(reason) }
+            if let cause { o["reason"] = .string(cause.message) }
             return .object(o)
         case .closed(let reason): return ["state": "closed", "reason": .string(reason)]
         }

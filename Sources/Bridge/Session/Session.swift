@@ -90,7 +90,8 @@ public final class Session: Sendable {
         protocolConfiguration.closesWhenLoginIsLost = true
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: protocolConfiguration, tls: configuration.upstreamTLS,
-            compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer)
+            compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer,
+            failureLog: configuration.upstreamFailureLog)
         // The public fan-out's anonymous connections stand for no one address.
         let user: UserIdentity? = if case .user(let user) = owner { user } else { nil }
         if let user { options.handshakeHeaders[.init("X-Forwarded-For")!] = user.address }
@@ -119,7 +120,10 @@ public final class Session: Sendable {
         let clock: BridgeClock
 
         func receive(_ event: DDPClientEvent, on client: isolated DDPClient) {
-            if case .stateChanged(.reconnecting) = event { metrics.reconnects.increment() }
+            if case .stateChanged(.reconnecting(_, _, let cause)) = event {
+                metrics.reconnects.increment()
+                metrics.countUpstreamFailure(cause)
+            }
             Session.perform(in: state, loop: client.eventLoop, clock: clock) { $0.received(event, now: clock.now) }
             if case .documentsChanged = event { charge(client) }
         }
@@ -245,7 +249,10 @@ public final class Session: Sendable {
                     }
                 }
             } end: { error in
-                let (waiter, unreachable) = self.state.withLock { ($0.connectionWaiters.removeValue(forKey: number), $0.machine.unreachable) }
+                let elsewhere = self.configuration.upstreamFailureLog.failure
+                let (waiter, unreachable) = self.state.withLock {
+                    ($0.connectionWaiters.removeValue(forKey: number), $0.machine.unreachable(elsewhere: elsewhere))
+                }
                 waiter?.resume(throwing: error ?? unreachable)
             }
         } catch {

@@ -56,7 +56,7 @@ struct SessionStateMachine: Sendable {
 
     private(set) var connection: ConnectionState = .idle
     /// Why the upstream is not usable (``DDP/ConnectionState/failure(previously:)``).
-    private(set) var upstreamFailure: String?
+    private(set) var upstreamFailure: UpstreamFailure?
     /// Who the session is, and the Meteor resume token of that login (kept, sealed, by a
     /// session store): what the upstream connection last said (``DDPClient/DDPClientEvent/loginChanged(_:)``),
     /// whichever route the login took (a session route, `POST /v1/methods/login`, a resume).
@@ -187,13 +187,18 @@ struct SessionStateMachine: Sendable {
         }
     }
 
-    /// 503 with the time until the next attempt as `Retry-After` (a wait for the upstream ran out).
-    var unreachable: BridgeError {
+    /// 503 with the time until the next attempt as `Retry-After` (a wait for the upstream ran
+    /// out), naming the cause: this session's last failed attempt, else `elsewhere` (the
+    /// process's latest, ``DDPClient/UpstreamFailureLog``), for a first attempt still under way
+    /// when the wait ran out (an upgrade that is never answered outlasts `--connect-timeout`).
+    func unreachable(elsewhere: UpstreamFailure? = nil) -> BridgeError {
         var retry = 5
         // Fractional milliseconds (a Double), rounded up to seconds there: `wholeMilliseconds` would truncate first.
         if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
-        let reason = "The upstream Meteor server is unreachable" + (upstreamFailure.map { ": \($0)" } ?? "")
-        return BridgeError(.serviceUnavailable, "upstream-unavailable", reason, details: ["upstream": connection.ejson], retryAfter: retry)
+        let failure = upstreamFailure ?? elsewhere
+        let reason = "The upstream Meteor server is unreachable" + (failure.map { ": \($0.message)" } ?? "")
+        return BridgeError(
+            .serviceUnavailable, "upstream-unavailable", reason, details: UpstreamFailure.details(connection, failure), retryAfter: retry)
     }
 
     // MARK: - Activity and streams

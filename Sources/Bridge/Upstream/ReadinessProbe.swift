@@ -8,29 +8,32 @@ public import ServiceLifecycle
 /// app is reachable right now (turning false and true as it goes down and comes back).
 public final class ReadinessProbe: Service, Sendable {
     let client: DDPClient
-    private let state: LockedState<(connection: ConnectionState, failure: String?)>
+    private let state: LockedState<(connection: ConnectionState, failure: UpstreamFailure?)>
 
     /// The probe's backoff never grows past this: it is the bridge's lookout for the upstream's
     /// return, and its connecting again wakes every session waiting out a longer backoff
     /// (``DDPClient/ReconnectPacer/upstreamReturned()``).
     static let maxBackoff: Duration = .seconds(1)
 
-    public init(configuration: BridgeConfiguration, logger: Logger, pacer: ReconnectPacer = .unlimited) {
+    /// Its failed attempts count in `metrics` (`ddp_bridge_upstream_failures_total`) with the sessions'.
+    public init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics? = nil, pacer: ReconnectPacer = .unlimited) {
         var ddp = configuration.ddp
         ddp.reconnect.maxDelay = min(ddp.reconnect.maxDelay, Self.maxBackoff)
         ddp.reconnect.initialDelay = min(ddp.reconnect.initialDelay, Self.maxBackoff)
-        let state = LockedState<(connection: ConnectionState, failure: String?)>((.idle, nil))
+        let state = LockedState<(connection: ConnectionState, failure: UpstreamFailure?)>((.idle, nil))
         self.state = state
         var logger = logger
         logger[metadataKey: "ddp.probe"] = "readiness"
         client = DDPClient(
             options: DDPClientOptions(
                 url: configuration.upstream, protocolConfiguration: ddp,
-                tls: configuration.upstreamTLS, compression: configuration.upstreamCompression, pacer: pacer),
+                tls: configuration.upstreamTLS, compression: configuration.upstreamCompression,
+                maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer, failureLog: configuration.upstreamFailureLog),
             logger: logger,
             events: ClosureEventSink { event in
                 if case .stateChanged(let connection) = event {
                     state.withLock { $0 = (connection, connection.failure(previously: $0.failure)) }
+                    if case .reconnecting(_, _, let cause) = connection { metrics?.countUpstreamFailure(cause) }
                 }
             },
             eventLoop: configuration.eventLoopGroup.any())
@@ -38,7 +41,7 @@ public final class ReadinessProbe: Service, Sendable {
 
     public var connection: ConnectionState { state.withLock { $0.connection } }
     /// Why the upstream is not usable (see ``DDP/ConnectionState/failure(previously:)``).
-    public var failure: String? { state.withLock { $0.failure } }
+    public var failure: UpstreamFailure? { state.withLock { $0.failure } }
 
     public var isReady: Bool { Self.isReady(connection) }
 

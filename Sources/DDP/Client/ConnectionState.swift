@@ -3,10 +3,10 @@ public enum ConnectionState: Sendable, Equatable {
     case idle
     case connecting(attempt: Int)
     case connected(session: String, version: String)
-    /// Waiting `delay` before attempt `attempt` (1 for the first retry); `reason` says why the
-    /// last attempt ended when the protocol knows (an unusable `failed`, a handshake or
-    /// heartbeat deadline, an oversized message), `nil` for a plain transport failure.
-    case reconnecting(attempt: Int, delay: Duration, reason: String?)
+    /// Waiting `delay` before attempt `attempt` (1 for the first retry); `cause` says why the
+    /// last attempt ended (refused, a deadline, an upgrade answered with another status, an
+    /// unusable `failed`, …), `nil` when nobody could tell.
+    case reconnecting(attempt: Int, delay: Duration, cause: UpstreamFailure?)
     /// Stopped for good, by the owner only: nothing the upstream says closes a connection for good.
     case closed(reason: String)
 }

@@ -6,7 +6,7 @@ extension DDPConnectionStateMachine {
         /// Open a WebSocket now, then call ``transportOpened(at:)``.
         case openTransport
         case send(ClientMessage)
-        /// Close the WebSocket (dead link, renegotiation); the shell then calls ``transportClosed(at:unit:)``.
+        /// Close the WebSocket (dead link, renegotiation); the shell then calls ``transportClosed(at:unit:failure:)``.
         case closeTransport
         /// Call ``reconnectTimerFired()`` after this delay.
         case scheduleReconnect(after: Duration)
@@ -31,21 +31,6 @@ extension DDPConnectionStateMachine {
         case protocolError(reason: String, offendingMessage: EJSON?)
         /// Something the owner should log: the connection worked around a fault.
         case warning(String)
-    }
-
-    /// Why the transport closed, when the shell knows more than "it closed".
-    public enum CloseCause: Sendable, Equatable {
-        case other
-        /// The upstream sent a message over the size limit (bytes). Re-sending what asked for it
-        /// would only loop: the subscriptions still starting and the calls awaiting a result fail.
-        case messageTooLarge(limit: Int)
-
-        var reason: String? {
-            switch self {
-            case .other: nil
-            case .messageTooLarge(let limit): "the upstream sent a message over the size limit of \(limit) bytes"
-            }
-        }
     }
 
     enum MethodKind: Sendable, Equatable { case normal, login, logout, resume }

@@ -6,6 +6,8 @@ public struct DDPConnectionStateMachine: Sendable {
     public typealias Instant = ContinuousClock.Instant
 
     public let configuration: DDPClientConfiguration
+    /// The URL this connection goes to, named in the failures it reports (their hints may correct it).
+    public let upstream: String?
     private(set) var phase: Phase = .idle
     public private(set) var version: String
     public private(set) var sessionID: String?
@@ -20,7 +22,7 @@ public struct DDPConnectionStateMachine: Sendable {
     private var openedAt: Instant?
     /// Why this side is closing the current transport (an unusable `failed`, a deadline), for
     /// the `reconnecting` state that follows.
-    private var closingBecause: String?
+    private var closingBecause: UpstreamFailure?
     /// A `failed` already moved us to another version since the last `connected`.
     private var renegotiated = false
 
@@ -60,9 +62,10 @@ public struct DDPConnectionStateMachine: Sendable {
     /// (`connection-closed`), or `login-lost` (``DDPClientConfiguration/closesWhenLoginIsLost``).
     public private(set) var closedFailure: DDPClientError?
 
-    public init(configuration: DDPClientConfiguration = DDPClientConfiguration()) {
+    public init(configuration: DDPClientConfiguration = DDPClientConfiguration(), upstream: String? = nil) {
         precondition(!configuration.supportedVersions.isEmpty, "at least one DDP version must be supported")
         self.configuration = configuration
+        self.upstream = upstream
         self.version = configuration.supportedVersions[0]
     }
 
@@ -91,8 +94,10 @@ public struct DDPConnectionStateMachine: Sendable {
         return [.send(.connect(version: version, support: configuration.supportedVersions))]
     }
 
-    /// The WebSocket closed or could not be opened. `unit` is a uniform draw in [0, 1) for jitter.
-    public mutating func transportClosed(at now: Instant, unit: Double, cause: CloseCause = .other) -> [Action] {
+    /// The WebSocket closed or could not be opened, for the cause the shell names (`nil`: it
+    /// knows none); a cause this side named itself (a deadline, an unusable `failed`) comes
+    /// first. `unit` is a uniform draw in [0, 1) for jitter.
+    public mutating func transportClosed(at now: Instant, unit: Double, failure: UpstreamFailure? = nil) -> [Action] {
         switch phase {
         case .closed, .idle, .waitingToReconnect: return []
         case .connecting, .connected: break
@@ -103,13 +108,13 @@ public struct DDPConnectionStateMachine: Sendable {
         pingSentAt = nil
         reset = nil
         openedAt = nil
-        let reason = closingBecause ?? cause.reason
+        let cause = (closingBecause ?? failure)?.naming(upstream)
         closingBecause = nil
         // The backoff starts over only after a connection that stayed up: one that connects and
         // then fails at once (an oversized document, a crashing publication) keeps backing off.
         if let connectedAt, now - connectedAt >= configuration.healthyAfter { attempt = 0 }
         connectedAt = nil
-        if case .messageTooLarge(let limit) = cause {
+        if case .messageTooLarge(let limit) = cause?.cause {
             actions += failOversized(limit: limit)
         }
         // Methods lose their place on the wire; at-most-once ones without a result fail now.
@@ -125,7 +130,7 @@ public struct DDPConnectionStateMachine: Sendable {
         }
         let delay = configuration.reconnect.delay(attempt: attempt, unit: unit)
         attempt += 1
-        actions.append(.stateChanged(.reconnecting(attempt: attempt, delay: delay, reason: reason)))
+        actions.append(.stateChanged(.reconnecting(attempt: attempt, delay: delay, cause: cause)))
         actions.append(.scheduleReconnect(after: delay))
         return actions
     }
@@ -164,7 +169,7 @@ public struct DDPConnectionStateMachine: Sendable {
         if let pingSentAt {
             if now - pingSentAt >= configuration.heartbeatTimeout {
                 self.pingSentAt = nil
-                closingBecause = "the upstream did not answer a ping within \(configuration.heartbeatTimeout)"
+                closingBecause = UpstreamFailure(.timedOut(.open, after: configuration.heartbeatTimeout))
                 return [.closeTransport]
             }
             return []
@@ -173,9 +178,8 @@ public struct DDPConnectionStateMachine: Sendable {
         if phase == .connecting {
             guard let openedAt, now - openedAt >= configuration.connectTimeout else { return [] }
             self.openedAt = nil
-            let reason = "the upstream did not answer the DDP handshake within \(configuration.connectTimeout)"
-            closingBecause = reason
-            return [.warning(reason), .closeTransport]
+            closingBecause = UpstreamFailure(.timedOut(.handshake, after: configuration.connectTimeout))
+            return [.closeTransport]
         }
         if let current = reset, now - current.startedAt >= configuration.resyncTimeout {
             return resyncTimedOut()
@@ -256,18 +260,13 @@ public struct DDPConnectionStateMachine: Sendable {
                 return [.closeTransport, .scheduleReconnect(after: .zero)]
             }
             // A server that names another version each time would make that a spin: back off.
-            let reason = "the upstream keeps changing the DDP version it asks for (now '\(offered)')"
-            closingBecause = reason
-            return [.warning(reason), .closeTransport]
+            closingBecause = UpstreamFailure(.versionUnstable(offered: offered))
+            return [.closeTransport]
         }
-        let shown = offered.count > 32 ? String(offered.prefix(32)) + "…" : offered
-        let reason =
-            offered == version
-            ? "the upstream refused DDP version '\(shown)', which it names itself"
-            : "the upstream supports no DDP version we speak (it offered '\(shown)')"
+        closingBecause = UpstreamFailure(
+            offered == version ? .versionRefusedItself(offered) : .versionRefused(offered: offered, ours: configuration.supportedVersions))
         version = configuration.supportedVersions[0]
-        closingBecause = reason
-        return [.warning(reason), .closeTransport]
+        return [.closeTransport]
     }
 
     private mutating func dataMessage(_ message: ServerMessage) -> [Action] {

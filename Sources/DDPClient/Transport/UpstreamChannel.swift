@@ -1,3 +1,4 @@
+import DDP
 import Foundation
 import HTTPTypes
 import Logging
@@ -22,7 +23,8 @@ struct UpstreamChannel: Sendable {
     enum Upgrade: Sendable {
         /// Upgraded; completed when the connection ends, with the violation that ended it, if any.
         case websocket(EventLoopFuture<UpstreamTransportError?>)
-        case declined
+        /// Answered with another status than 101: completed with the answer's head.
+        case declined(EventLoopFuture<HTTPResponseHead>)
     }
 
     let target: UpstreamAddress
@@ -34,19 +36,31 @@ struct UpstreamChannel: Sendable {
     let handle: ChannelHandle
     let client: DDPClient
 
-    /// TLS and the upgrade on a new channel, under the attempt's deadline; the upgrade's outcome.
-    private func setUp(channel: any Channel, logger: Logger) throws -> EventLoopFuture<Upgrade> {
+    /// TLS and the upgrade on a new channel, under the attempt's deadline (which fails `result`
+    /// with the stage it cut); the upgrade's outcome.
+    private func setUp(
+        channel: any Channel, result: EventLoopPromise<UpstreamTransportError?>, logger: Logger
+    ) throws -> EventLoopFuture<Upgrade> {
         handle.attach(channel)
+        let handle = self.handle
         let deadline = channel.eventLoop.scheduleDeadline(after: handshakeTimeout) {
-            logger.debug("the upstream handshake timed out; closing the attempt")
+            logger.debug("the upstream handshake timed out; closing the attempt", metadata: ["stage": "\(handle.stage)"])
+            result.fail(UpstreamTransportError.timedOut(handle.stage))
             channel.close(promise: nil)
         }
         if let sslContext {
             let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: target.isIPAddress ? nil : target.host)
             try channel.pipeline.syncOperations.addHandler(tls, position: .first)
         }
+        // After TLS, before HTTP: it sees the connection open and the TLS handshake finish.
+        try channel.pipeline.syncOperations.addHandler(
+            AttemptStageObserver(handle: handle, secure: sslContext != nil), name: AttemptStageObserver.name)
         let upgrade = try configureUpgrade(channel: channel)
-        upgrade.whenComplete { _ in deadline.cancel() }
+        upgrade.whenComplete { outcome in
+            deadline.cancel()
+            if case .success(.websocket) = outcome { handle.reached(.handshake) }
+            channel.pipeline.syncOperations.removeHandler(name: AttemptStageObserver.name, promise: nil)
+        }
         return upgrade
     }
 
@@ -91,7 +105,15 @@ struct UpstreamChannel: Sendable {
         let upgradeConfiguration = NIOTypedHTTPClientUpgradeConfiguration<Upgrade>(
             upgradeRequestHead: head,
             upgraders: [upgrader],
-            notUpgradingCompletionHandler: { channel in channel.eventLoop.makeSucceededFuture(.declined) }
+            // The answer's head is handed on after this completes: a handler at the end takes it.
+            notUpgradingCompletionHandler: { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let answer = channel.eventLoop.makePromise(of: HTTPResponseHead.self)
+                    channel.closeFuture.whenComplete { _ in answer.fail(ChannelError.ioOnClosedChannel) }
+                    try channel.pipeline.syncOperations.addHandler(DeclinedUpgradeAnswer(answer: answer))
+                    return .declined(answer.futureResult)
+                }
+            }
         )
         var pipeline = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: upgradeConfiguration)
         pipeline.leftOverBytesStrategy = .forwardBytes
@@ -103,8 +125,10 @@ struct UpstreamChannel: Sendable {
     static let readSize = 16 * 1024
 
     /// Connects on `eventLoop` (the client's). The future completes when the attempt ends: with
-    /// the violation that ended the WebSocket, if any; failed if it never opened (refused,
-    /// declined, the deadline). No task waits for it.
+    /// the violation that ended the WebSocket, if any; failed if it never opened, with what
+    /// stopped it (refused, an upgrade answered with another status, the deadline and the stage
+    /// it cut, the upstream closing), for ``DDP/UpstreamFailure/classify(_:stage:address:timeout:url:)``.
+    /// No task waits for it.
     func connect(on eventLoop: any EventLoop, logger: Logger) -> EventLoopFuture<UpstreamTransportError?> {
         let result = eventLoop.makePromise(of: UpstreamTransportError?.self)
         ClientBootstrap(group: eventLoop)
@@ -118,12 +142,16 @@ struct UpstreamChannel: Sendable {
             // ~30 ms per turn: docs/ARCHITECTURE.md, "Work whose size depends on data").
             .channelOption(.maxMessagesPerRead, value: Self.readsPerTurn)
             .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: Self.readSize, maximum: Self.readSize))
-            .channelInitializer { [client] channel in
+            .channelInitializer { [client, handle] channel in
                 // If the channel goes before the upgrade has said anything (an upgrade handler
-                // that never completes), the attempt still ends. Completing a promise again is a no-op.
-                channel.closeFuture.whenComplete { _ in result.fail(ChannelError.ioOnClosedChannel) }
+                // that never completes), the attempt still ends. Completing a promise again is a
+                // no-op. One that never connected ends with the connection's error (refused,
+                // not resolved), which the bootstrap reports after the channel has closed.
+                channel.closeFuture.whenComplete { _ in
+                    if handle.stage != .tcp { result.fail(ChannelError.ioOnClosedChannel) }
+                }
                 return channel.eventLoop.makeCompletedFuture {
-                    try setUp(channel: channel, logger: logger).whenComplete { outcome in
+                    try setUp(channel: channel, result: result, logger: logger).whenComplete { outcome in
                         switch outcome {
                         case .success(.websocket(let ended)):
                             // Only once the upgrade has finished does NIO's upgrade handler let
@@ -132,7 +160,15 @@ struct UpstreamChannel: Sendable {
                             // already in place.
                             client.assumeIsolated { $0.transportOpened(channel) }
                             ended.cascade(to: result)
-                        case .success(.declined): result.fail(UpstreamTransportError.upgradeDeclined)
+                        case .success(.declined(let answer)):
+                            // Any status but 101 ends the attempt at once, naming it.
+                            answer.whenComplete { head in
+                                result.fail(
+                                    (try? head.get()).map {
+                                        UpstreamTransportError.upgradeRefused(
+                                            status: Int($0.status.code), contentType: $0.headers.first(name: "content-type"))
+                                    } ?? ChannelError.ioOnClosedChannel)
+                            }
                         case .failure(let error): result.fail(error)
                         }
                     }
@@ -145,9 +181,35 @@ struct UpstreamChannel: Sendable {
 }
 
 /// The channel of the current attempt, so its owner can close it from outside the
-/// connection's task (a deadline, a close, a cancelled run).
+/// connection's task (a deadline, a close, a cancelled run), and how far the attempt got (the
+/// stage a failure is classified at).
 final class ChannelHandle: Sendable {
-    private let state = NIOLockedValueBox<(channel: (any Channel)?, closed: Bool)>((nil, false))
+    private struct State {
+        var channel: (any Channel)?
+        var closed = false
+        var stage = UpstreamFailure.Stage.tcp
+    }
+    private let state = NIOLockedValueBox(State())
+
+    /// How far the attempt got: TCP until it connects, then TLS (`wss://`), the upgrade, the DDP handshake.
+    var stage: UpstreamFailure.Stage { state.withLockedValue { $0.stage } }
+
+    /// The attempt reached `stage` (a later one than where it was).
+    func reached(_ stage: UpstreamFailure.Stage) {
+        state.withLockedValue { state in
+            if Self.order(stage) > Self.order(state.stage) { state.stage = stage }
+        }
+    }
+
+    private static func order(_ stage: UpstreamFailure.Stage) -> Int {
+        switch stage {
+        case .tcp: 0
+        case .tls: 1
+        case .upgrade: 2
+        case .handshake: 3
+        case .open: 4
+        }
+    }
 
     func attach(_ channel: any Channel) {
         let closeNow = state.withLockedValue { state -> Bool in
@@ -168,7 +230,10 @@ final class ChannelHandle: Sendable {
 }
 
 enum UpstreamTransportError: Error, Equatable, CustomStringConvertible {
-    case upgradeDeclined
+    /// The upgrade was answered with another status than 101.
+    case upgradeRefused(status: Int, contentType: String?)
+    /// The attempt's deadline passed at this stage.
+    case timedOut(UpstreamFailure.Stage)
     case invalidURL(String)
     /// A message (or one frame of it) over the size limit, in bytes.
     case messageTooLarge(limit: Int)
@@ -178,7 +243,8 @@ enum UpstreamTransportError: Error, Equatable, CustomStringConvertible {
 
     var description: String {
         switch self {
-        case .upgradeDeclined: "the upstream declined the WebSocket upgrade"
+        case .upgradeRefused(let status, _): "the upstream answered the WebSocket upgrade with HTTP \(status)"
+        case .timedOut(let stage): "the attempt timed out (\(stage))"
         case .invalidURL(let url): "not a ws:// or wss:// URL: \(url)"
         case .messageTooLarge(let limit): "the upstream sent a message over the limit of \(limit) bytes"
         case .invalidText: "the upstream broke the WebSocket protocol: a text message that is not UTF-8"
@@ -192,7 +258,7 @@ enum UpstreamTransportError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .messageTooLarge: .messageTooLarge
         case .invalidText: .dataInconsistentWithMessage
-        case .upgradeDeclined, .invalidURL, .protocolViolation: .protocolError
+        case .upgradeRefused, .timedOut, .invalidURL, .protocolViolation: .protocolError
         }
     }
 }
