@@ -107,6 +107,31 @@ import Testing
         return documents
     }
 
+    /// The reader that brings a public subscription starts as a session stream with the same
+    /// `subscribe=` does: the documents as `added`, then `ready`, then changes. Before, it got
+    /// `changed` events for a document it was never sent.
+    @Test func thePublicStreamStartsAsTheSessionStreamDoes() async throws {
+        try await Self.run("ticker(*)") { h, port in
+            let params = urlEncoded("[20,3]")
+            @Sendable func kinds(_ events: [SSEEvent]) -> [String] {
+                events.compactMap { ["added", "changed", "ready"].contains($0.event) ? $0.event : nil }
+            }
+            let (token, _) = try await h.session()
+            let session = try await withEventStream(port: port, "/v1/events?subscribe=ticker&params=\(params)", token: token) { stream in
+                try await stream.wait("the third tick") { $0.contains { $0.event == "changed" && $0.json["fields"]?["n"] == 3 } }
+                return kinds(await stream.events)
+            }
+            try await withEventStream(port: port, "/v1/public/events?subscribe=ticker&params=\(params)", token: nil) { stream in
+                try await stream.wait("the third tick") { $0.contains { $0.event == "changed" && $0.json["fields"]?["n"] == 3 } }
+                let events = await stream.events
+                #expect(kinds(events).first == "added", "\(kinds(events))")
+                #expect(events.first { $0.event == "added" }?.json["fields"]?["n"] == 0)
+                // Ticks published together may be consolidated: compare where the changes begin.
+                #expect(Array(kinds(events).prefix(2)) == Array(session.prefix(2)), "public \(kinds(events)), session \(session)")
+            }
+        }
+    }
+
     @Test func manyReadersShareOneUpstreamConnectionAndSubscription() async throws {
         try await Self.run { h, port in
             // The readiness probe keeps a connection of its own; count from when it is up.

@@ -16,20 +16,25 @@ extension BridgeRoutes {
     @Sendable func publicEvents(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let (name, params) = try Self.publicSubscription(request)
         let filter = try Self.streamFilter(request)
-        let start = try Self.streamStart(request)
+        var start = try Self.streamStart(request)
         let address = RequestInput.clientKey(request, context, configuration: configuration)
         try fanout.admitReader(from: address)
         let session: Session
         let id: String
+        let before: UInt64
         let stream = EventStream(
             filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
             counters: registry.metrics.publicStreams)
         do {
-            (session, id) = try await fanout.subscribe(name, params, from: address)
+            (session, id, before) = try await fanout.subscribe(name, params, from: address)
         } catch {
             fanout.readerLeft(from: address)
             throw error
         }
+        // As `GET /v1/events?subscribe=` does: a live stream starts from the connection's log as
+        // it was before subscribing, so the reader that brought the subscription gets its
+        // documents as `added` before any change to them (it got changes alone before).
+        if start.isLive, filter.selector == nil { start = .resume(after: before) }
         do {
             try await session.attach(stream, start: start)
         } catch {
@@ -66,7 +71,7 @@ extension BridgeRoutes {
         let address = RequestInput.clientKey(request, context, configuration: configuration)
         try fanout.admitReader(from: address)
         defer { fanout.readerLeft(from: address) }
-        let (session, id) = try await fanout.subscribe(name, params, from: address)
+        let (session, id, _) = try await fanout.subscribe(name, params, from: address)
         // The reference goes when the read is done; the subscription lingers for the next reader.
         defer { fanout.release(session, id) }
         let collection = await session.client.collection(collectionName, indexing: query.fieldToIndex.map { [$0] } ?? [])

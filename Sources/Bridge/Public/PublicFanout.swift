@@ -103,7 +103,13 @@ public final class PublicFanout: Service, Sendable {
     /// those `address` may make, 504 when it does not get ready in time. Release it with
     /// ``release(_:_:)``. Params are taken with their objects' keys sorted (``DDP/EJSON/keysSorted``),
     /// so the same params written in another key order are the same subscription.
-    func subscribe(_ name: String, _ params: [EJSON], from address: ClientKey) async throws -> (session: Session, id: String) {
+    /// Subscribes `address`'s reader (a new subscription, or a reference to the one held); returns
+    /// also the connection's log position before the subscription was asked for: a live stream
+    /// resuming from there gets what a session stream with `subscribe=` gets, the subscription's
+    /// documents as `added` and the changes made while it got ready.
+    func subscribe(_ name: String, _ params: [EJSON], from address: ClientKey) async throws -> (
+        session: Session, id: String, before: UInt64
+    ) {
         try publications.check(name, params)
         let params = params.map(\.keysSorted)
         let (session, id) = try place(name, params, from: address)
@@ -113,9 +119,10 @@ public final class PublicFanout: Service, Sendable {
             release(session, id)
             throw error
         }
+        let before = session.logPosition()
         // On failure it drops this reader's reference itself.
         _ = try await session.startSubscription(id, name, params: params, wait: true, timeout: configuration.requestTimeout)
-        return (session, id)
+        return (session, id, before)
     }
 
     func release(_ session: Session, _ id: String) { _ = session.unsubscribe(id) }
