@@ -73,6 +73,8 @@ export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 stage "ports"
 python3 scripts/port_check.py
 python3 scripts/upstream_check.py
+# The README's first screen (your own app): its commands, run against demo-server standing in for the app.
+python3 scripts/readme_first_screen.py
 
 # The dashboard and alert rules (deploy/grafana, deploy/prometheus): promtool checks the rules, and
 # every metric they name is exported by a running bridge after some traffic.
