@@ -2,7 +2,7 @@
 # ddp-bridge: a release build on the Swift 6.3 image, run on a slim Debian as a non-root user.
 # Configure it with DDP_BRIDGE_* environment variables (see `ddp-bridge serve --help`).
 #
-#   docker build -t ddp-bridge .
+#   docker build --build-arg GIT_COMMIT=$(git rev-parse --short HEAD) -t ddp-bridge .
 #
 # The base images are build arguments, so the same file builds with the official images
 # anywhere and with local stand-ins where no registry is reachable (scripts/container-check.sh
@@ -32,9 +32,15 @@ RUN --mount=type=cache,id=ddp-bridge-build,target=/src/.build,sharing=locked \
 COPY Plugins ./Plugins
 COPY Sources ./Sources
 COPY Tests ./Tests
+# The commit being built, for `ddp-bridge --version` and the ddp_bridge_build_info metric: the
+# context has no .git, so the BuildInfo plugin reads it from .build-commit, written here
+# (`--build-arg GIT_COMMIT=$(git rev-parse --short HEAD)`; unknown when not given). Declared
+# here, so a new commit does not invalidate the dependency layers above.
+ARG GIT_COMMIT=unknown
 # Without its DWARF (a third of the binary, 65 MB): a crash's backtrace still names functions.
 RUN --mount=type=cache,id=ddp-bridge-build,target=/src/.build,sharing=locked \
-    swift build -c release --product ddp-bridge --static-swift-stdlib \
+    printf '%s\n' "$GIT_COMMIT" > .build-commit \
+    && swift build -c release --product ddp-bridge --static-swift-stdlib \
     && install -D "$(swift build -c release --show-bin-path)/ddp-bridge" /out/ddp-bridge \
     && strip --strip-debug /out/ddp-bridge
 
