@@ -92,6 +92,13 @@ scripts/contract-test.sh
 stage "failover"
 scripts/failover-test.sh
 
+# The TLS + HTTP/2 front (deploy/haproxy-tls.cfg beside haproxy.cfg) with a self-signed certificate
+# made by the test: curl --http2 sees a stream's events arrive one by one, and headless Chromium
+# opens ten EventSource streams from one page over HTTP/2 (one connection) where HTTP/1.1 opens
+# six (~10 s; cut at 150 s).
+stage "TLS front"
+scripts/tls-front-test.sh
+
 # The resource campaign (~15 s): from one address, anonymous sessions loading a large publication,
 # distinct public reads and idle connections until refused, while another address is never
 # refused; the bridge's resident memory stays under its budget plus a margin.
