@@ -99,6 +99,12 @@ scripts/failover-test.sh
 stage "TLS front"
 scripts/tls-front-test.sh
 
+# The example nginx and Caddy configurations (deploy/nginx.conf, deploy/Caddyfile) in front of a
+# bridge: a ticker's events arrive one by one through each, never compressed, JSON is; a control
+# (nginx with buffering forced on and the stream gzipped) shows the measure can fail (~40 s).
+stage "proxies"
+scripts/proxy-stream-test.sh
+
 # The resource campaign (~15 s): from one address, anonymous sessions loading a large publication,
 # distinct public reads and idle connections until refused, while another address is never
 # refused; the bridge's resident memory stays under its budget plus a margin.
