@@ -3,6 +3,7 @@
 deploy/compose.demo.yaml: parsed with the `dockerfile` package (Docker's own parser) and
 PyYAML. No Docker engine runs on these machines; scripts/container-check.sh builds and runs
 the image with podman."""
+import os
 import re
 import sys
 
@@ -95,7 +96,8 @@ check(bridge.get("environment", {}).get("DDP_BRIDGE_UPSTREAM") == "ws://meteor:3
 # the Meteor app, no MongoDB.
 demo = yaml.safe_load(open("deploy/compose.demo.yaml"))
 demo_services = demo.get("services", {})
-check(set(demo_services) == {"meteor", "ddp-bridge"}, "the demo compose runs meteor and ddp-bridge only (no mongo)")
+always = {name for name, service in demo_services.items() if not service.get("profiles")}
+check(always == {"meteor", "ddp-bridge"}, "the demo compose runs meteor and ddp-bridge only (no mongo) without a profile")
 demo_bridge = demo_services.get("ddp-bridge", {})
 demo_meteor = demo_services.get("meteor", {})
 # Each names the public origin where it is published (the demo's follows DDP_BRIDGE_DEMO_PORT).
@@ -109,6 +111,99 @@ check(demo_meteor.get("image") == demo_bridge.get("image"), "the demo's meteor r
 check(demo_meteor.get("command", [None])[:1] == ["demo-server"] and "--toggle" in demo_meteor.get("command", []),
       "the demo's meteor is `ddp-bridge demo-server --toggle`")
 check(any(str(p).endswith(":8080") for p in demo_bridge.get("ports", [])), "the demo publishes the bridge's port 8080")
+
+
+# Both compose files: sessions that survive restarts, a stop that lets the bridge finish, the
+# image's health check, the commit the image is built from.
+def seconds(text):
+    m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?", str(text or ""))
+    return (int(m.group(1) or 0) * 60 + float(m.group(2) or 0)) if m and text else None
+
+
+healthcheck = next((c for c in final if c.cmd == "HEALTHCHECK"), None)
+image_health = {}
+if healthcheck is not None:
+    for flag in healthcheck.flags:
+        name, _, value = flag.lstrip("-").partition("=")
+        image_health[name.replace("-", "_")] = value
+    image_health["url"] = re.search(r"http://127\.0\.0\.1:\$\{?DDP_BRIDGE_PORT\}?(/\S*?)\"", healthcheck.original or "")
+check(bool(image_health.get("url")), "the image's HEALTHCHECK fetches a path on 127.0.0.1:${DDP_BRIDGE_PORT}")
+health_path = image_health["url"].group(1) if image_health.get("url") else None
+check(any(c.cmd == "ARG" and any(v.split("=")[0] == "GIT_COMMIT" for v in c.value) for c in commands[commands.index(stages[0]):]),
+      "the build stage takes the commit as a build argument, GIT_COMMIT")
+check(any(c.cmd == "RUN" and re.search(r"\$\{?GIT_COMMIT\}?\"? *> *\.build-commit *&& *swift build", c.value[0]) for c in commands),
+      "the Dockerfile writes GIT_COMMIT to .build-commit before swift build (read by Plugins/BuildInfo)")
+gitignore = open(".gitignore").read().split()
+check("/.build-commit" in gitignore and "/deploy/bridge.env" in gitignore, ".gitignore leaves out .build-commit and deploy/bridge.env")
+try:
+    example = open("deploy/bridge.env.example").read()
+except OSError:
+    example = ""
+check(re.search(r"^DDP_BRIDGE_SESSION_KEY=$", example, re.M) is not None,
+      "deploy/bridge.env.example names DDP_BRIDGE_SESSION_KEY, with no key in it")
+for label, document in (("compose.yaml", compose), ("compose.demo.yaml", demo)):
+    service = document.get("services", {}).get("ddp-bridge", {})
+    environment = service.get("environment") or {}
+    check(not any(secret.search(k) or k == "DDP_BRIDGE_SESSION_KEY" for k in environment),
+          f"{label}: no secret in the bridge's environment (the key comes from the env file)")
+    env_files = service.get("env_file")
+    env_files = [env_files] if isinstance(env_files, str) else (env_files or [])
+    check(env_files == ["${DDP_BRIDGE_ENV_FILE:-bridge.env}"], f"{label}: the bridge reads deploy/bridge.env (or $DDP_BRIDGE_ENV_FILE) as its env file")
+    volumes = [str(v) for v in service.get("volumes", [])]
+    named = [v.split(":")[0] for v in volumes if v.split(":")[1:2] == [data_dir]]
+    check(len(named) == 1 and named[0] in (document.get("volumes") or {}),
+          f"{label}: a named volume at {data_dir} (the session store)")
+    grace = seconds(service.get("stop_grace_period"))
+    check(grace is not None and grace >= 30, f"{label}: stop_grace_period {service.get('stop_grace_period')} (30 s or more; the bridge's grace is 10 s)")
+    health = service.get("healthcheck") or {}
+    test = health.get("test") or []
+    check(test[:4] == ["CMD", "curl", "-fsS", f"http://127.0.0.1:{environment.get('DDP_BRIDGE_PORT')}{health_path}"]
+          and all(str(health.get(k)) == image_health.get(k) for k in ("interval", "timeout", "start_period", "retries")),
+          f"{label}: the bridge's healthcheck is the image's HEALTHCHECK ({' '.join(test[1:])})")
+    check((service.get("build") or {}).get("args", {}).get("GIT_COMMIT") == "${GIT_COMMIT:-unknown}",
+          f"{label}: the image is built with GIT_COMMIT from the environment")
+
+# The `observability` profile: the same Prometheus and Grafana in both files, wired to the shipped
+# prometheus.yml, rules, Grafana provisioning and dashboard.
+observability = {}
+for label, document in (("compose.yaml", compose), ("compose.demo.yaml", demo)):
+    services_ = document.get("services", {})
+    profiled = {name for name, service in services_.items() if service.get("profiles")}
+    check(profiled == {"prometheus", "grafana"} and all(services_[n]["profiles"] == ["observability"] for n in profiled),
+          f"{label}: Prometheus and Grafana in the profile `observability`, nothing else in a profile")
+    observability[label] = {n: services_.get(n) for n in ("prometheus", "grafana")}
+    for name in ("prometheus-data", "grafana-data"):
+        check(name in (document.get("volumes") or {}), f"{label}: the named volume {name}")
+check(observability["compose.yaml"] == observability["compose.demo.yaml"], "the two files' observability services are the same")
+services_ = compose.get("services", {})
+mounts = {}
+for name in ("prometheus", "grafana"):
+    for volume in services_.get(name, {}).get("volumes", []):
+        source, target = str(volume).split(":")[:2]
+        if source.startswith("./"):
+            mounts[target] = os.path.normpath(os.path.join("deploy", source))
+            check(os.path.exists(mounts[target]), f"{name} mounts {source}, which exists")
+    check(all(str(p).startswith("127.0.0.1:") for p in services_.get(name, {}).get("ports", [])), f"{name} is published on the host's loopback only")
+prometheus_config = yaml.safe_load(open("deploy/prometheus/prometheus.yml"))
+config_target = "/etc/prometheus/prometheus.yml"
+check(mounts.get(config_target) == "deploy/prometheus/prometheus.yml", "Prometheus gets deploy/prometheus/prometheus.yml")
+check(f"--config.file={config_target}" in services_.get("prometheus", {}).get("command", []), "Prometheus is started with that file")
+for rule_file in prometheus_config.get("rule_files", []):
+    check(mounts.get(os.path.join(os.path.dirname(config_target), rule_file)) == os.path.join("deploy/prometheus", rule_file),
+          f"the rule file {rule_file} is mounted beside prometheus.yml")
+jobs = {job["job_name"]: job for job in prometheus_config.get("scrape_configs", [])}
+targets = [t for c in jobs.get("ddp-bridge", {}).get("static_configs", []) for t in c.get("targets", [])]
+check(targets == [f"ddp-bridge:{bridge.get('environment', {}).get('DDP_BRIDGE_PORT')}"],
+      f"prometheus.yml's job ddp-bridge (the rules' job) scrapes the bridge's service and port ({targets})")
+datasources = yaml.safe_load(open("deploy/grafana/provisioning/datasources/prometheus.yml")).get("datasources", [])
+prometheus_port = str(services_.get("prometheus", {}).get("ports", ["::"])[0]).split(":")[-1]
+check([d.get("url") for d in datasources] == [f"http://prometheus:{prometheus_port}"] and datasources[0].get("isDefault") is True,
+      "Grafana's provisioned data source is the default, the compose service prometheus on its port")
+check(mounts.get("/etc/grafana/provisioning") == "deploy/grafana/provisioning", "Grafana gets deploy/grafana/provisioning")
+providers = yaml.safe_load(open("deploy/grafana/provisioning/dashboards/ddp-bridge.yml")).get("providers", [])
+dashboard_dir = providers[0].get("options", {}).get("path") if providers else None
+check(any(target.startswith(str(dashboard_dir) + "/") and source == "deploy/grafana/ddp-bridge.json" for target, source in mounts.items()),
+      f"the dashboard provider's folder ({dashboard_dir}) holds deploy/grafana/ddp-bridge.json")
 
 for failure in failures:
     print(f"Dockerfile check failed: {failure}")
