@@ -13,6 +13,13 @@
    connection limit (so one connection is refused and that counter appears): counters with
    labels appear only once counted. Some traffic is made, /metrics is scraped, and each name
    from step 2 must be exported there.
+4. Debian's Prometheus (`prometheus`, when installed; SKIP otherwise) runs on loopback with the
+   shipped deploy/prometheus/prometheus.yml, only its target replaced by that bridge's address
+   (the rules file copied beside it, as the compose profile mounts it), while a thread keeps
+   making traffic: the target must be up, the 20 alert rules loaded, and every query of every
+   dashboard panel (Grafana's variables filled in as Grafana would: the job, every instance,
+   $__rate_interval 1m) must return data through the HTTP API (/api/v1/query). `promtool check
+   config` checks the file first.
 
 Loopback only; every wait is bounded; the bridge is stopped at the end. Standard library only.
 Ends with `observability: N passed, M failed`; exits 1 on any failure.
@@ -26,13 +33,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "ddp-bridge.json")
 RULES = os.path.join(ROOT, "deploy", "prometheus", "ddp-bridge-rules.yml")
+PROMETHEUS_CONFIG = os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")
+# Grafana's $__rate_interval with the shipped 15 s scrape interval: max(4 × 15 s, 15 s + 15 s).
+RATE_INTERVAL = "1m"
 BIN = os.path.abspath(os.environ.get("DDP_BRIDGE_BIN", os.path.join(ROOT, ".build", "debug", "ddp-bridge")))
 PER_ADDRESS = 4  # --max-connections-per-address for the run: small enough to reach on purpose
 
@@ -152,6 +164,9 @@ def check_promtool(dashboard):
         skip("promtool test rules", reason)
         skip("dashboard queries parse", reason)
         return
+    code, out = run_promtool(["check", "config", PROMETHEUS_CONFIG])
+    check("promtool check config deploy/prometheus/prometheus.yml (with its rule file)", code == 0,
+          " ".join(line.strip() for line in out.splitlines() if "SUCCESS" in line) if code == 0 else out[-400:])
     code, out = run_promtool(["check", "rules", RULES])
     check("promtool check rules deploy/prometheus/ddp-bridge-rules.yml", code == 0, out.splitlines()[-1] if out else "")
     if code != 0:
@@ -326,11 +341,133 @@ def scrape_bridge(folder):
 
         status, body = request(base, "GET", "/metrics")
         check("GET /metrics answers 200", status == 200, f"status {status}")
+        if token:
+            query_through_prometheus(port, token, folder)
         return body.decode(errors="replace") if status == 200 else None
     finally:
         stop_bridge(process)
         log.close()
         check("the bridge stopped", process.poll() is not None, f"status {process.returncode}")
+
+
+# --- 4. Prometheus with the shipped prometheus.yml --------------------------------------------
+
+def prometheus_api(port, path, params=None, timeout=5):
+    query = ("?" + urllib.parse.urlencode(params)) if params else ""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}{query}", timeout=timeout) as response:
+        return json.load(response)
+
+
+def keep_busy(base, token, stop):
+    """Traffic while Prometheus scrapes: reads, method calls and a short stream, one at a time."""
+    while not stop.is_set():
+        request(base, "POST", "/v1/methods/echo", ["busy"], token, timeout=5)
+        request(base, "GET", "/v1/collections/tasks", token=token, timeout=5)
+        request(base, "GET", "/v1/public/collections/tasks?subscribe=tasks", timeout=5)
+        stop.wait(0.5)
+
+
+def query_through_prometheus(bridge_port, token, folder):
+    binary = shutil.which("prometheus")
+    if binary is None:
+        skip("Prometheus scrapes the bridge and answers the dashboard's queries", "prometheus is not installed (apt-get install prometheus)")
+        return
+    try:
+        dashboard = json.load(open(DASHBOARD))
+        text = open(PROMETHEUS_CONFIG).read()
+    except (OSError, ValueError) as error:
+        check("read prometheus.yml and the dashboard", False, str(error))
+        return
+    home = os.path.join(folder, "prometheus")
+    os.makedirs(home)
+    text, replaced = re.subn(r'(targets:\s*\[)"ddp-bridge:8080"(\])', rf'\g<1>"127.0.0.1:{bridge_port}"\2', text)
+    check("prometheus.yml's target replaced by the test bridge's address (nothing else changed)", replaced == 1,
+          f"ddp-bridge:8080 -> 127.0.0.1:{bridge_port}" if replaced == 1 else "no `targets: [\"ddp-bridge:8080\"]` line")
+    config = os.path.join(home, "prometheus.yml")
+    with open(config, "w") as f:
+        f.write(text)
+    shutil.copy(RULES, home)  # beside it, as the compose profile mounts it
+    job = re.search(r"job_name:\s*(\S+)", text).group(1)
+    scrape = float(re.search(r"scrape_interval:\s*(\d+)s", text).group(1))
+    alerts = len(re.findall(r"^\s*- alert:", open(RULES).read(), re.M))
+    port = free_port()
+    log = open(os.path.join(home, "prometheus.log"), "w")
+    argv = [binary, f"--config.file={config}", f"--storage.tsdb.path={os.path.join(home, 'data')}",
+            f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    stop = threading.Event()
+    busy = threading.Thread(target=keep_busy, args=(f"http://127.0.0.1:{bridge_port}", token, stop), daemon=True)
+    busy.start()
+    started = time.monotonic()
+
+    def until(predicate, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                value = predicate()
+            except (OSError, ValueError, KeyError, urllib.error.URLError):
+                value = None
+            if value:
+                return value
+            time.sleep(0.5)
+        return None
+
+    try:
+        ready = until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2).status == 200, 30)
+        check(f"Debian's Prometheus runs with the shipped prometheus.yml ({os.path.basename(binary)} on 127.0.0.1:{port})", bool(ready),
+              "" if ready else f"exit {process.poll()}: " + open(os.path.join(home, "prometheus.log")).read()[-300:])
+        if not ready:
+            return
+
+        def target_up():
+            targets = prometheus_api(port, "/api/v1/targets")["data"]["activeTargets"]
+            return [t for t in targets if t["health"] == "up" and t["labels"].get("job") == job]
+
+        up = until(target_up, 2 * scrape + 15)
+        check(f"the target 127.0.0.1:{bridge_port} (job {job}) is scraped and up", bool(up),
+              f"after {time.monotonic() - started:.0f} s (scrape interval {scrape:.0f} s)" if up else "not up")
+        groups = until(lambda: prometheus_api(port, "/api/v1/rules")["data"]["groups"], 10) or []
+        loaded = [r for g in groups for r in g["rules"] if r.get("type") == "alerting"]
+        check(f"the {alerts} alert rules are loaded and evaluate without error", len(loaded) == alerts and all(r.get("health") != "err" for r in loaded),
+              f"{len(loaded)} alerting rules in {len(groups)} groups" + "".join(f"; {r['name']}: {r.get('lastError')}" for r in loaded if r.get("health") == "err"))
+
+        queries = []
+        for title, expr in dashboard_exprs(dashboard):
+            filled = expr.replace("$__rate_interval", RATE_INTERVAL).replace("$job", job).replace("$instance", ".+")
+            queries.append((title, expr, filled))
+        answers = {}
+
+        def all_answer():
+            for title, expr, filled in queries:
+                if answers.get(filled):
+                    continue
+                body = prometheus_api(port, "/api/v1/query", {"query": filled})
+                if body.get("status") == "success" and body["data"]["result"]:
+                    answers[filled] = body["data"]["result"]
+            return len(answers) == len({q[2] for q in queries})
+
+        # Rates need two scrapes inside their window: at most two intervals after the first.
+        until(all_answer, 3 * scrape + 15)
+        for title, expr, filled in queries:
+            result = answers.get(filled)
+            sample = ""
+            if result:
+                labels = {k: v for k, v in result[0]["metric"].items() if k not in ("job", "instance")}
+                sample = f"{len(result)} series, e.g. {labels or '{}'} = {result[0]['value'][1]}"
+            check(f"panel '{title}': {filled[:90]}{'…' if len(filled) > 90 else ''} returns data", bool(result), sample or "empty after the wait")
+        print(f"INFO Prometheus: {len(answers)} of {len({q[2] for q in queries})} distinct queries answered "
+              f"{time.monotonic() - started:.0f} s after it started", flush=True)
+    finally:
+        stop.set()
+        busy.join(timeout=10)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        log.close()
+        check("Prometheus stopped", process.poll() is not None, f"status {process.returncode}")
 
 
 def exported_names(text):

@@ -76,8 +76,10 @@ python3 scripts/upstream_check.py
 # The README's first screen (your own app): its commands, run against demo-server standing in for the app.
 python3 scripts/readme_first_screen.py
 
-# The dashboard and alert rules (deploy/grafana, deploy/prometheus): promtool checks the rules, and
-# every metric they name is exported by a running bridge after some traffic.
+# The dashboard and alert rules (deploy/grafana, deploy/prometheus): promtool checks the rules and
+# prometheus.yml, every metric they name is exported by a running bridge after some traffic, and
+# Debian's Prometheus, run with the shipped prometheus.yml against that bridge, answers every query
+# of the dashboard's panels (~30 s: the shipped 15 s scrape interval, two scrapes).
 stage "observability"
 ensure_packages prometheus
 python3 scripts/check-observability.py
