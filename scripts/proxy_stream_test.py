@@ -80,6 +80,8 @@ class Test:
                                      headers={"Authorization": f"Bearer {token}", "Accept-Encoding": "gzip"})
         self.check(f"{label}: a JSON answer of 4 KiB is compressed", status == 200 and headers.get("content-encoding") == ["gzip"],
                    f"status {status}, Content-Encoding {headers.get('content-encoding')}")
+        status, _, _ = request(port, "GET", "/metrics")
+        self.check(f"{label}: /metrics is not served through the proxy", status == 404, f"GET /metrics: {status}")
         secret = "ddpb_not-a-real-token-but-logged-if-queries-are"
         request(port, "GET", f"/v1/session?token={secret}")
         logged = wait_until(lambda: os.path.exists(log_file) and "/v1/session" in open(log_file, errors="replace").read(), 5, 0.1)

@@ -192,6 +192,9 @@ class Test:
         cookie = next((c for c in headers.get("set-cookie", []) if c.startswith("ddp_bridge_session=")), "")
         self.check("a client's own X-Forwarded-Proto: https on the plain front is overwritten (no Secure)", status == 201 and "Secure" not in cookie, re.sub(r"=ddpb_[^;]+", "=…", cookie))
 
+        fronts = [request(self.tls_port, "GET", "/metrics", tls=True)[0], request(self.plain_port, "GET", "/metrics")[0]]
+        self.check("/metrics is not served through either front (Prometheus scrapes the replicas)", fronts == [404, 404], f"GET /metrics: TLS {fronts[0]}, plain {fronts[1]}")
+
         token, _ = login(self.tls_port, tls=True)
         url = f"https://{HOST}:{self.tls_port}/v1/events?subscribe=ticker&params=%5B{TICKER_RATE},{TICKER_COUNT}%5D&collections=ticks"
         events, head = curl_events(url, token, TICKER_COUNT, TICKER_COUNT / TICKER_RATE + 8, ["--http2", "-k"])
