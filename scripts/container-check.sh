@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds the ddp-bridge image from this repository's Dockerfile with podman and checks it
 # running, from outside: /healthz, /readyz with and without an upstream, the HEALTHCHECK, the
-# user it runs as, the console, a session and an event stream driven through it, sessions
-# kept in the data volume across containers, a clean stop on SIGTERM (timed), the image size;
-# then deploy/compose.demo.yaml with podman-compose. Each check prints PASS or FAIL; the exit
-# status is 1 if any failed. All traffic stays on loopback and podman's local networks.
+# user it runs as, the commit it names (--version, ddp_bridge_build_info: the GIT_COMMIT build
+# argument), the console, a session and an event stream driven through it, sessions kept in the
+# data volume across containers, a clean stop on SIGTERM (timed), the image size; then
+# deploy/compose.demo.yaml with podman-compose, its session key from an env file made here: a
+# session made before `compose restart`, and before `down` and `up` (the volume kept), still
+# answers with its old token, and its stream resumes from Last-Event-ID. Each check prints PASS
+# or FAIL; the exit status is 1 if any failed. All traffic stays on loopback and podman's local
+# networks.
 #
 #   scripts/container-check.sh [--context DIR] [--no-build] [--skip-compose]
 #
@@ -360,12 +364,18 @@ else
     exit 1
 fi
 
+# The commit the image is built from, as the BuildInfo plugin would name it (-modified when tracked
+# files differ from it): the build context has no .git, so it comes in as GIT_COMMIT.
+GIT_COMMIT=$(git -C "$CONTEXT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ "$GIT_COMMIT" != unknown ] && [ -n "$(git -C "$CONTEXT" status --porcelain --untracked-files=no 2>/dev/null | head -c 1)" ]; then
+    GIT_COMMIT=$GIT_COMMIT-modified
+fi
 if [ "$BUILD" = 1 ]; then
-    note "building $IMAGE from $CONTEXT (BUILD_IMAGE=$BUILD_IMAGE RUNTIME_IMAGE=$RUNTIME_IMAGE); log: $STATE_DIR/build.log"
+    note "building $IMAGE from $CONTEXT (BUILD_IMAGE=$BUILD_IMAGE RUNTIME_IMAGE=$RUNTIME_IMAGE GIT_COMMIT=$GIT_COMMIT); log: $STATE_DIR/build.log"
     old_id=$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)
     started=$SECONDS
     if timeout "$BUILD_TIMEOUT" podman build --format docker --layers --runtime "$RUNTIME" \
-        --build-arg "BUILD_IMAGE=$BUILD_IMAGE" --build-arg "RUNTIME_IMAGE=$RUNTIME_IMAGE" \
+        --build-arg "BUILD_IMAGE=$BUILD_IMAGE" --build-arg "RUNTIME_IMAGE=$RUNTIME_IMAGE" --build-arg "GIT_COMMIT=$GIT_COMMIT" \
         -t "$IMAGE" "$CONTEXT" >"$STATE_DIR/build.log" 2>&1; then
         pass "podman build of the Dockerfile ($((SECONDS - started)) s)"
     else
@@ -396,6 +406,13 @@ check "image runs as user 10001 ($(podman image inspect -f '{{.Config.User}}' "$
     test "$(podman image inspect -f '{{.Config.User}}' "$IMAGE" | cut -d: -f1)" = 10001
 check "image has a HEALTHCHECK ($(podman image inspect -f '{{if .Config.Healthcheck}}{{join .Config.Healthcheck.Test " "}}{{end}}' "$IMAGE" | cut -c1-70))" \
     test -n "$(podman image inspect -f '{{if .Config.Healthcheck}}{{.Config.Healthcheck.Test}}{{end}}' "$IMAGE")"
+version=$(timeout 60 podman run --rm "$IMAGE" --version 2>&1 | tail -n 1)
+if [ "$BUILD" = 1 ]; then
+    check "ddp-bridge --version in the image names the commit built ($version; GIT_COMMIT=$GIT_COMMIT)" \
+        test "$version" = "$(echo "$version" | cut -d' ' -f1) (commit $GIT_COMMIT)"
+else
+    check "ddp-bridge --version in the image names a commit ($version)" sh -c "echo '$version' | grep -Eq '\(commit [0-9a-f]{4,}'"
+fi
 check "image declares the volume /var/lib/ddp-bridge and DDP_BRIDGE_DATA_DIR" \
     sh -c "podman image inspect -f '{{.Config.Volumes}} {{.Config.Env}}' '$IMAGE' | grep -q '/var/lib/ddp-bridge:.*DDP_BRIDGE_DATA_DIR=/var/lib/ddp-bridge'"
 
@@ -444,6 +461,10 @@ console=$(curl -s --max-time 10 -o "$page" -w '%{http_code} %{content_type}' "$B
 check "the web console at / ($console)" sh -c "echo '$console' | grep -q '^200 text/html' && grep -qi '<html' '$page'"
 drive_session container "$BASE"
 FIRST_TOKEN=${TOKEN:-}
+build_info=$(curl -s --max-time 10 "$BASE/metrics" | grep '^ddp_bridge_build_info')
+commit=$(echo "$version" | sed -E 's/.*\(commit ([^)]*)\).*/\1/')
+check "ddp_bridge_build_info of the running container names the commit $commit (${build_info:-none})" \
+    sh -c "echo '$build_info' | grep -qF 'commit=\"$commit\"'"
 stored=$(timeout 30 podman exec "$RUN_ID-bridge" sh -c 'ls -ln "$DDP_BRIDGE_DATA_DIR"' 2>/dev/null | awk '/sessions.sqlite$/ {print $3 ":" $5}')
 check "sessions.sqlite written to the data volume by uid 10001 (${stored:-none})" sh -c "echo '$stored' | grep -q '^10001:'"
 
@@ -482,7 +503,10 @@ timeout 60 podman rm -f -v -t 0 "$RUN_ID-bridge" "$RUN_ID-bridge2" "$RUN_ID-upst
 # ---- 3. deploy/compose.demo.yaml with podman-compose ---------------------------------------
 if [ "$COMPOSE" = 1 ]; then
     DEMO_PORT=$(free_port)
-    export DDP_BRIDGE_IMAGE=$IMAGE DDP_BRIDGE_DEMO_PORT=$DEMO_PORT
+    # The session key in an env file, as deploy/bridge.env.example says to make it (here in this
+    # run's folder, named by DDP_BRIDGE_ENV_FILE, so a deploy/bridge.env of yours is not touched).
+    (umask 077 && printf 'DDP_BRIDGE_SESSION_KEY=%s\n' "$(openssl rand -hex 32)" >"$WORK/bridge.env")
+    export DDP_BRIDGE_IMAGE=$IMAGE DDP_BRIDGE_DEMO_PORT=$DEMO_PORT DDP_BRIDGE_ENV_FILE=$WORK/bridge.env
     COMPOSE_UP=1
     timeout 300 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml up -d --no-build >"$WORK/compose-up.log" 2>&1
     record_compose_volumes
@@ -495,7 +519,49 @@ if [ "$COMPOSE" = 1 ]; then
         tail -n 20 "$WORK/compose-up.log" | sed 's/^/     /'
     fi
     check "compose: /readyz 200 through the published port $DEMO_PORT" wait_status "http://127.0.0.1:$DEMO_PORT/readyz" 200 60
-    drive_session compose "http://127.0.0.1:$DEMO_PORT"
+    DEMO=http://127.0.0.1:$DEMO_PORT
+    drive_session compose "$DEMO"
+    bridge_container=$(podman ps --filter "label=io.podman.compose.project=$RUN_ID" --filter "label=io.podman.compose.service=ddp-bridge" --format '{{.Names}}' | head -n 1)
+    if timeout 30 podman healthcheck run "$bridge_container" >/dev/null 2>&1; then health=healthy; else health="unhealthy (exit $?)"; fi
+    check "compose: the bridge's healthcheck (the compose file's) says $health" test "$health" = healthy
+
+    # A session with a subscription and a stream, then `compose restart`, then `down` and `up`
+    # with the volume kept: the old token must still answer, with its subscription, and the
+    # stream must resume from its Last-Event-ID (the bridge's event log is in memory, so it
+    # resumes with a reset and a snapshot: it misses time, never state).
+    KEPT=$(curl -s --max-time 10 -X POST "$DEMO/v1/sessions" -d '{"username":"alice","password":"secret"}' | json_field token)
+    KEPT_SUB=$(curl -s --max-time 10 -X POST "$DEMO/v1/subscriptions" -H "authorization: Bearer $KEPT" -d '{"name":"tasks"}' | json_field id)
+    curl -sN --max-time 3 "$DEMO/v1/events?collections=tasks&snapshot=true" -H "authorization: Bearer $KEPT" >"$WORK/kept-events.txt" 2>/dev/null
+    LAST_ID=$(grep '^id: ' "$WORK/kept-events.txt" | tail -n 1 | cut -c5-)
+    check "compose: a session (subscription ${KEPT_SUB:-none}) and its stream's last event id (${LAST_ID:-none})" \
+        test -n "$KEPT" -a -n "$KEPT_SUB" -a -n "$LAST_ID"
+    kept_session() { # kept_session LABEL: the old token, its subscription and its stream after LABEL
+        local label=$1 status subs resumed
+        check "compose $label: /readyz 200 again" wait_status "$DEMO/readyz" 200 90
+        status=$(status_of "$DEMO/v1/session" -H "authorization: Bearer $KEPT")
+        subs=$(curl -s --max-time 10 "$DEMO/v1/subscriptions" -H "authorization: Bearer $KEPT")
+        check "compose $label: the old token still answers (GET /v1/session $status) with its subscription" \
+            sh -c "[ '$status' = 200 ] && echo '$subs' | grep -q '\"id\":\"$KEPT_SUB\"'"
+        curl -sN --max-time 3 "$DEMO/v1/events?collections=tasks" -H "authorization: Bearer $KEPT" \
+            -H "Last-Event-ID: $LAST_ID" -D "$WORK/resumed-head.txt" >"$WORK/resumed-events.txt" 2>/dev/null
+        resumed="$(head -n 1 "$WORK/resumed-head.txt" | tr -d '\r') $(grep '^event: ' "$WORK/resumed-events.txt" | cut -c8- | sort | uniq -c | tr -s ' \n' ' ')"
+        check "compose $label: the stream resumes from Last-Event-ID $LAST_ID ($resumed)" \
+            sh -c "head -n 1 '$WORK/resumed-head.txt' | grep -q ' 200' && grep -q '^event: reset' '$WORK/resumed-events.txt' && grep -q '^event: snapshot' '$WORK/resumed-events.txt'"
+        LAST_ID=$(grep '^id: ' "$WORK/resumed-events.txt" | tail -n 1 | cut -c5-)
+    }
+    started=$SECONDS
+    timeout 180 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml restart >"$WORK/compose-restart.log" 2>&1
+    note "podman-compose restart: exit $?, $((SECONDS - started)) s"
+    kept_session "after restart"
+    started=$SECONDS
+    timeout 180 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml down -t 30 >"$WORK/compose-down-keep.log" 2>&1
+    left=$(podman ps -a -q --filter "label=io.podman.compose.project=$RUN_ID" | wc -l)
+    volume=$(podman volume ls -q | grep -x "${RUN_ID}_bridge-data")
+    check "compose down (without -v): no container left ($left), the volume ${volume:-(gone)} kept" test "$left" = 0 -a -n "$volume"
+    timeout 300 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml up -d --no-build >"$WORK/compose-up2.log" 2>&1
+    record_compose_volumes
+    note "podman-compose down and up: $((SECONDS - started)) s"
+    kept_session "after down and up"
     if timeout 120 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml down -v -t 30 >"$WORK/compose-down.log" 2>&1; then
         COMPOSE_UP=
         left=$(compose_leftovers)
