@@ -508,7 +508,9 @@ if [ "$COMPOSE" = 1 ]; then
     (umask 077 && printf 'DDP_BRIDGE_SESSION_KEY=%s\n' "$(openssl rand -hex 32)" >"$WORK/bridge.env")
     export DDP_BRIDGE_IMAGE=$IMAGE DDP_BRIDGE_DEMO_PORT=$DEMO_PORT DDP_BRIDGE_ENV_FILE=$WORK/bridge.env
     COMPOSE_UP=1
-    timeout 300 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml up -d --no-build >"$WORK/compose-up.log" 2>&1
+    # The services named: podman-compose 1.0 knows no profiles, and would start the observability
+    # profile's Prometheus and Grafana too (images from a registry).
+    timeout 300 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml up -d --no-build meteor ddp-bridge >"$WORK/compose-up.log" 2>&1
     record_compose_volumes
     # podman-compose 1.0 answers 0 even when a container did not start: count the running ones.
     up=$(podman ps --filter "label=io.podman.compose.project=$RUN_ID" --format '{{.Names}}' 2>/dev/null | sort | tr '\n' ' ')
@@ -525,10 +527,14 @@ if [ "$COMPOSE" = 1 ]; then
     if timeout 30 podman healthcheck run "$bridge_container" >/dev/null 2>&1; then health=healthy; else health="unhealthy (exit $?)"; fi
     check "compose: the bridge's healthcheck (the compose file's) says $health" test "$health" = healthy
 
-    # A session with a subscription and a stream, then `compose restart`, then `down` and `up`
-    # with the volume kept: the old token must still answer, with its subscription, and the
-    # stream must resume from its Last-Event-ID (the bridge's event log is in memory, so it
-    # resumes with a reset and a snapshot: it misses time, never state).
+    # A session with a subscription and a stream; then the bridge restarted (`compose restart`)
+    # and its container replaced (the volume kept): the old token must still answer, with its
+    # subscription, and the stream must resume from its Last-Event-ID (the event log is in
+    # memory, so with a reset and a snapshot: it misses time, never state). The `meteor` stand-in
+    # (demo-server) keeps its logins in memory, so it stays up meanwhile; a real Meteor app keeps
+    # them in MongoDB. Last, the whole stack down and up: the volume is kept and the bridge finds
+    # the session in it, but the new stand-in no longer knows its login (401 session-expired, not
+    # invalid-session).
     KEPT=$(curl -s --max-time 10 -X POST "$DEMO/v1/sessions" -d '{"username":"alice","password":"secret"}' | json_field token)
     KEPT_SUB=$(curl -s --max-time 10 -X POST "$DEMO/v1/subscriptions" -H "authorization: Bearer $KEPT" -d '{"name":"tasks"}' | json_field id)
     curl -sN --max-time 3 "$DEMO/v1/events?collections=tasks&snapshot=true" -H "authorization: Bearer $KEPT" >"$WORK/kept-events.txt" 2>/dev/null
@@ -537,31 +543,48 @@ if [ "$COMPOSE" = 1 ]; then
         test -n "$KEPT" -a -n "$KEPT_SUB" -a -n "$LAST_ID"
     kept_session() { # kept_session LABEL: the old token, its subscription and its stream after LABEL
         local label=$1 status subs resumed
-        check "compose $label: /readyz 200 again" wait_status "$DEMO/readyz" 200 90
+        check "compose, $label: /readyz 200 again" wait_status "$DEMO/readyz" 200 90
         status=$(status_of "$DEMO/v1/session" -H "authorization: Bearer $KEPT")
         subs=$(curl -s --max-time 10 "$DEMO/v1/subscriptions" -H "authorization: Bearer $KEPT")
-        check "compose $label: the old token still answers (GET /v1/session $status) with its subscription" \
+        check "compose, $label: the old token still answers (GET /v1/session $status) with its subscription" \
             sh -c "[ '$status' = 200 ] && echo '$subs' | grep -q '\"id\":\"$KEPT_SUB\"'"
         curl -sN --max-time 3 "$DEMO/v1/events?collections=tasks" -H "authorization: Bearer $KEPT" \
             -H "Last-Event-ID: $LAST_ID" -D "$WORK/resumed-head.txt" >"$WORK/resumed-events.txt" 2>/dev/null
-        resumed="$(head -n 1 "$WORK/resumed-head.txt" | tr -d '\r') $(grep '^event: ' "$WORK/resumed-events.txt" | cut -c8- | sort | uniq -c | tr -s ' \n' ' ')"
-        check "compose $label: the stream resumes from Last-Event-ID $LAST_ID ($resumed)" \
+        resumed="$(head -n 1 "$WORK/resumed-head.txt" | tr -d '\r'):$(grep '^event: ' "$WORK/resumed-events.txt" | cut -c8- | uniq -c | tr -s ' \n' ' ')"
+        check "compose, $label: the stream resumes from Last-Event-ID $LAST_ID ($resumed)" \
             sh -c "head -n 1 '$WORK/resumed-head.txt' | grep -q ' 200' && grep -q '^event: reset' '$WORK/resumed-events.txt' && grep -q '^event: snapshot' '$WORK/resumed-events.txt'"
         LAST_ID=$(grep '^id: ' "$WORK/resumed-events.txt" | tail -n 1 | cut -c5-)
     }
+    compose() { timeout 300 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml "$@"; }
+    # podman-compose 1.0 does not read stop_grace_period: -t gives the same 30 s.
     started=$SECONDS
-    timeout 180 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml restart >"$WORK/compose-restart.log" 2>&1
-    note "podman-compose restart: exit $?, $((SECONDS - started)) s"
-    kept_session "after restart"
+    compose restart -t 30 ddp-bridge >"$WORK/compose-restart.log" 2>&1
+    note "podman-compose restart -t 30 ddp-bridge: exit $?, $((SECONDS - started)) s"
+    kept_session "after compose restart"
+    # The bridge's container replaced, as for a new image (docker compose up -d --force-recreate
+    # --no-deps ddp-bridge; podman-compose 1.0's down and --force-recreate take the dependencies
+    # along): stopped, removed, made again by `up`.
+    old_container=$bridge_container
     started=$SECONDS
-    timeout 180 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml down -t 30 >"$WORK/compose-down-keep.log" 2>&1
+    compose stop -t 30 ddp-bridge >"$WORK/compose-stop.log" 2>&1
+    timeout 60 podman rm "$old_container" >/dev/null 2>&1
+    compose up -d --no-build meteor ddp-bridge >"$WORK/compose-up-again.log" 2>&1
+    bridge_container=$(podman ps --filter "label=io.podman.compose.project=$RUN_ID" --filter "label=io.podman.compose.service=ddp-bridge" --format '{{.ID}}' | head -n 1)
+    note "the bridge's container replaced: $((SECONDS - started)) s"
+    check "compose: the bridge runs in a new container (${bridge_container:-none}) on the same volume" test -n "$bridge_container"
+    kept_session "in a new container"
+    started=$SECONDS
+    compose down -t 30 >"$WORK/compose-down-keep.log" 2>&1
     left=$(podman ps -a -q --filter "label=io.podman.compose.project=$RUN_ID" | wc -l)
     volume=$(podman volume ls -q | grep -x "${RUN_ID}_bridge-data")
     check "compose down (without -v): no container left ($left), the volume ${volume:-(gone)} kept" test "$left" = 0 -a -n "$volume"
-    timeout 300 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml up -d --no-build >"$WORK/compose-up2.log" 2>&1
+    compose up -d --no-build meteor ddp-bridge >"$WORK/compose-up2.log" 2>&1
     record_compose_volumes
     note "podman-compose down and up: $((SECONDS - started)) s"
-    kept_session "after down and up"
+    check "compose, after down and up: /readyz 200 again" wait_status "$DEMO/readyz" 200 90
+    body=$(curl -s --max-time 10 "$DEMO/v1/session" -H "authorization: Bearer $KEPT")
+    check "compose, after down and up: the session is found in the kept volume and its login tried again ($(echo "$body" | json_field error): the new stand-in forgot it)" \
+        test "$(echo "$body" | json_field error)" = session-expired
     if timeout 120 podman-compose -p "$RUN_ID" -f deploy/compose.demo.yaml down -v -t 30 >"$WORK/compose-down.log" 2>&1; then
         COMPOSE_UP=
         left=$(compose_leftovers)
