@@ -103,7 +103,7 @@ scripts/tls-front-test.sh
 
 # The example nginx and Caddy configurations (deploy/nginx.conf, deploy/Caddyfile) in front of a
 # bridge: a ticker's events arrive one by one through each, never compressed, JSON is; a control
-# (nginx with buffering forced on and the stream gzipped) shows the measure can fail (~50 s).
+# (nginx with buffering forced on and the stream gzipped) shows the measure can fail (~55 s).
 stage "proxies"
 scripts/proxy-stream-test.sh
 

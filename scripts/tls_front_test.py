@@ -262,7 +262,8 @@ class Test:
         text = f"h2-{uuid.uuid4().hex[:8]}"
         wrote = self.js_async(f"window.streamsTest.write('task-a1', {json.dumps(text)})")
         self.check("the page writes a change after all are open (PATCH with the cookie, Origin = the public origin)",
-                   isinstance(wrote, dict) and wrote.get("status") == 200, f"{wrote}")
+                   isinstance(wrote, dict) and wrote.get("status") == 200,
+                   f"PATCH /v1/collections/tasks/task-a1: {wrote.get('status')} {wrote.get('body')}" if isinstance(wrote, dict) else f"{wrote}")
         got = wait_until(lambda: (lambda s: all(any(c["text"] == text for c in x["changes"]) for x in s) and s)(self.statuses()), 10, 0.1)
         states = self.statuses()
         delays = [min((c["at"] - wrote["at"] for c in s["changes"] if c["text"] == text), default=None) for s in states] if isinstance(wrote, dict) else []
