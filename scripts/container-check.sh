@@ -330,6 +330,7 @@ drive_session() { # drive_session LABEL BASE
     count=$(curl -s --max-time 10 "$base/v1/collections/tasks" -H "authorization: Bearer $token" | json_field count)
     check "$label: GET /v1/collections/tasks has documents (count ${count:-none})" test "${count:-0}" -gt 0
     events=$WORK/$label-events.txt
+    : >"$events"
     curl -sN --max-time 15 "$base/v1/events?collections=tasks" -H "authorization: Bearer $token" >"$events" 2>/dev/null &
     local reader=$! deadline=$((SECONDS + 15))
     while [ $SECONDS -lt $deadline ] && ! grep -q '^event: changed' "$events"; do sleep 0.5; done
@@ -523,7 +524,8 @@ if [ "$COMPOSE" = 1 ]; then
     check "compose: /readyz 200 through the published port $DEMO_PORT" wait_status "http://127.0.0.1:$DEMO_PORT/readyz" 200 60
     DEMO=http://127.0.0.1:$DEMO_PORT
     drive_session compose "$DEMO"
-    bridge_container=$(podman ps --filter "label=io.podman.compose.project=$RUN_ID" --filter "label=io.podman.compose.service=ddp-bridge" --format '{{.Names}}' | head -n 1)
+    # podman-compose labels the service as Docker does (com.docker.compose.service).
+    bridge_container=$(podman ps --filter "label=io.podman.compose.project=$RUN_ID" --filter "label=com.docker.compose.service=ddp-bridge" --format '{{.Names}}' | head -n 1)
     if timeout 30 podman healthcheck run "$bridge_container" >/dev/null 2>&1; then health=healthy; else health="unhealthy (exit $?)"; fi
     check "compose: the bridge's healthcheck (the compose file's) says $health" test "$health" = healthy
 
@@ -564,14 +566,16 @@ if [ "$COMPOSE" = 1 ]; then
     # The bridge's container replaced, as for a new image (docker compose up -d --force-recreate
     # --no-deps ddp-bridge; podman-compose 1.0's down and --force-recreate take the dependencies
     # along): stopped, removed, made again by `up`.
-    old_container=$bridge_container
+    old_id=$(podman inspect -f '{{.Id}}' "$bridge_container" 2>/dev/null)
     started=$SECONDS
     compose stop -t 30 ddp-bridge >"$WORK/compose-stop.log" 2>&1
-    timeout 60 podman rm "$old_container" >/dev/null 2>&1
+    timeout 60 podman rm "$bridge_container" >/dev/null 2>&1
     compose up -d --no-build meteor ddp-bridge >"$WORK/compose-up-again.log" 2>&1
-    bridge_container=$(podman ps --filter "label=io.podman.compose.project=$RUN_ID" --filter "label=io.podman.compose.service=ddp-bridge" --format '{{.ID}}' | head -n 1)
+    bridge_container=$(podman ps --filter "label=io.podman.compose.project=$RUN_ID" --filter "label=com.docker.compose.service=ddp-bridge" --format '{{.Names}}' | head -n 1)
+    new_id=$(podman inspect -f '{{.Id}}' "$bridge_container" 2>/dev/null)
     note "the bridge's container replaced: $((SECONDS - started)) s"
-    check "compose: the bridge runs in a new container (${bridge_container:-none}) on the same volume" test -n "$bridge_container"
+    check "compose: the bridge runs in a new container (${new_id:0:12}, was ${old_id:0:12}) on the same volume" \
+        test -n "$old_id" -a -n "$new_id" -a "$new_id" != "$old_id"
     kept_session "in a new container"
     started=$SECONDS
     compose down -t 30 >"$WORK/compose-down-keep.log" 2>&1
