@@ -341,19 +341,12 @@ final class EventStream: Sendable {
     }
 }
 
-/// What wakes a stream's writer.
-enum StreamWaker: Sendable {
-    /// Its connection's event loop writes it (``StreamHandOff``).
-    case loop(any EventLoop, NIOLoopBound<StreamHandOff>)
-    /// A task writes it (a connection without that writer).
-    case task(AsyncStream<Void>.Continuation)
+/// What wakes a stream's writer: a job on its connection's event loop (``StreamHandOff``).
+struct StreamWaker: Sendable {
+    let loop: any EventLoop
+    let writer: NIOLoopBound<StreamHandOff>
 
-    func ring() {
-        switch self {
-        case .loop(let loop, let writer): loop.execute { writer.value.drain() }
-        case .task(let bell): bell.yield()
-        }
-    }
+    func ring() { loop.execute { writer.value.drain() } }
 }
 
 /// The writers a batch of events woke, rung together: one job per event loop for all the
@@ -362,10 +355,7 @@ struct Wakeups {
     private var loops: [ObjectIdentifier: (loop: any EventLoop, writers: [NIOLoopBound<StreamHandOff>])] = [:]
 
     mutating func add(_ waker: StreamWaker) {
-        switch waker {
-        case .loop(let loop, let writer): loops[ObjectIdentifier(loop), default: (loop, [])].writers.append(writer)
-        case .task(let bell): bell.yield()
-        }
+        loops[ObjectIdentifier(waker.loop), default: (waker.loop, [])].writers.append(waker.writer)
     }
 
     /// One job on each loop, writing what its readers have.

@@ -4,7 +4,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import ServiceLifecycle
 
 extension BridgeRoutes {
     /// `GET /v1/events`: the session's live changes as Server-Sent Events.
@@ -60,14 +59,16 @@ extension BridgeRoutes {
     /// The head of an event stream, for `HEAD` (no body, and no `Content-Length` taken from one).
     static var sseHead: Response { Response(status: .ok, headers: sseHeaders) }
 
-    /// The `text/event-stream` response that writes a stream until it ends or its consumer goes
-    /// away; `finally` runs exactly once after that (detach, release what the stream held).
+    /// The `text/event-stream` response whose stream its connection's event loop writes
+    /// (``StreamHandOff``) until it ends or its consumer goes away; `finally` runs exactly once
+    /// after that (detach, release what the stream held).
     ///
-    /// Once: from the body when it ends, or from the connection's close — whichever comes first.
-    /// The close matters twice over: a consumer that hangs up ends the stream now, not at the
-    /// next write; and when the connection is gone before the response starts (the client left
-    /// while the route waited for the upstream), Hummingbird never runs the body at all, so
-    /// without it the stream, its subscription reference and its reader count would leak.
+    /// Once: from the connection's close, or from the body when the connection could not be
+    /// handed over (it is gone) — whichever comes first. The close matters twice over: a consumer
+    /// that hangs up ends the stream now, not at the next write; and when the connection is gone
+    /// before the response starts (the client left while the route waited for the upstream),
+    /// Hummingbird never runs the body at all, so without it the stream, its subscription
+    /// reference and its reader count would leak.
     func sseResponse(_ stream: EventStream, _ context: BridgeRequestContext, finally: @escaping @Sendable () -> Void) -> Response {
         let retry = configuration.streamRetryMilliseconds
         let done = LockedState(false)
@@ -87,36 +88,14 @@ extension BridgeRoutes {
         let body = ResponseBody { writer in
             do {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
-                // The connection's event loop writes the stream from here (``StreamHandOff``):
-                // this task, and the connection's, end. Shutdown reaches it through `liveStreams`.
+                // The connection's event loop writes the stream from here: this task, and the
+                // connection's, end. Shutdown reaches it through `liveStreams`.
                 if await Self.handOff(stream, on: channel, streams: streams) { return }
-                // No writer on the loop (a connection set up without one): this task writes.
-                let (rings, bell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-                stream.setWaker(.task(bell))
-                // On shutdown the stream is told, then ends (the HTTP server waits for open requests).
-                // Heartbeats come from the registry (or the public fan-out), like any other frame.
-                try await withGracefulShutdownHandler {
-                    for await _ in rings {
-                        // Everything buffered goes out in one write (coalesced frames); a prelude
-                        // (replay, snapshot) goes out chunk by chunk, each write waiting for the
-                        // consumer: backpressure, so a snapshot of any size arrives.
-                        while true {
-                            let (bytes, ending, more) = stream.take()
-                            if let bytes { try await writer.write(bytes) }
-                            if let ending {
-                                try await writer.write(ByteBuffer(bytes: ending))
-                                return
-                            }
-                            if !more { break }
-                        }
-                    }
-                } onGracefulShutdown: {
-                    stream.finish(with: LiveStreams.shuttingDown)
-                }
             } catch {
                 // The consumer went away; clean up below.
             }
-            stream.setWaker(nil)
+            // Not handed over: the connection is gone (or, outside the bridge's own server, has
+            // no writer). The stream ends with its response.
             finish()
             try? await writer.finish(nil)
         }

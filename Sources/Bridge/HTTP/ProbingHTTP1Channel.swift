@@ -7,6 +7,17 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 
+// The request loop (`handle(value:logger:)`) follows Hummingbird 2.28.1's
+// `HTTPChannelHandler.handleHTTP(asyncChannel:logger:)`, in
+// `Sources/HummingbirdCore/Server/HTTP/HTTPChannelHandler.swift`; `setup` is
+// `HTTP1Channel.setup(channel:logger:)` (`HTTP1Channel.swift`) as it is, with handlers added
+// after the `HTTPConnectionStateHandler` it installs. Package.swift pins Hummingbird to 2.28.x;
+// `RequestLoopTests` fails when what this copy relies on changes. Where it differs, on purpose:
+// it can stop without closing (`StreamTakeOver`), so it does not use `executeThenClose`; a
+// request whose head announces no body gets an empty body; `Connection: close` is a token in
+// any case (`HTTPRequest.asksToClose`); a parse error is answered in the bridge's error shape
+// (431 for a head past the parser's limit); it logs nothing of its own.
+
 /// Hummingbird's HTTP/1.1 child channel with the bridge's handlers added, and a request loop
 /// that can hand its connection to an event stream's writer.
 ///
@@ -17,10 +28,10 @@ import NIOHTTPTypes
 /// `additionalChannelHandlers` would), it was, after `--read-timeout`.
 ///
 /// The request loop is Hummingbird's (requests in order, each body read or skipped, `Connection:
-/// close` honoured as a token in any case, its answer saying so (``ProbeFastPath``), a parse
-/// error answered 400), with one difference: when a response hands its
-/// connection to an event stream's writer (``StreamHandOff``), the loop ends there without
-/// closing the connection, and the connection's task ends with it. An open stream holds no task.
+/// close` honoured, its answer saying so (``ProbeFastPath``), a parse error answered 400), with
+/// one difference that matters: when a response hands its connection to an event stream's
+/// writer (``StreamHandOff``), the loop ends there without closing the connection, and the
+/// connection's task ends with it. An open stream holds no task.
 struct ProbingHTTP1Channel: ServerChildChannel {
     struct Value: ServerChildChannelValue {
         let parts: NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
@@ -86,13 +97,10 @@ struct ProbingHTTP1Channel: ServerChildChannel {
                         head = next
                     }
                 } catch let error as HTTPParserError {
-                    logger.debug("HTTP parse error, closing connection", metadata: ["error": "\(error)"])
                     let refusal = Self.refusal(error)
                     var fields: HTTPFields = [.connection: "close", .contentType: "application/json"]
                     fields[.contentLength] = String(refusal.body.readableBytes)
-                    try await outbound.write(.head(.init(status: refusal.status, headerFields: fields)))
-                    try await outbound.write(.body(refusal.body))
-                    try await outbound.write(.end(nil))
+                    try await outbound.write(contentsOf: [.head(.init(status: refusal.status, headerFields: fields)), .body(refusal.body), .end(nil)])
                 }
                 close(channel, outbound)
             } onCancel: {
@@ -100,7 +108,6 @@ struct ProbingHTTP1Channel: ServerChildChannel {
             }
         } catch {
             // Reading or writing failed: the connection is gone or going.
-            logger.trace("Failed to read/write to Channel. Error: \(error)")
             close(channel, outbound)
         }
         if value.takeOver?.isTaken != true { try? await channel.closeFuture.get() }
@@ -187,8 +194,9 @@ enum HTTPChannelPartError: Error { case unexpected }
 /// The async channel's inbound and outbound without `executeThenClose`, which closes the channel
 /// when its body returns and then waits for the close: a connection handed to an event
 /// stream's writer must stay open after its request task ends. The request loop closes the
-/// channel itself on every other way out.
-private protocol UnscopedParts {
+/// channel itself on every other way out. (Internal, not private: a test that sets a channel up
+/// finishes its writer the same way.)
+protocol UnscopedParts {
     associatedtype Inbound: Sendable
     associatedtype Outbound: Sendable
     var inbound: NIOAsyncChannelInboundStream<Inbound> { get }
@@ -198,5 +206,5 @@ private protocol UnscopedParts {
 extension NIOAsyncChannel: UnscopedParts {}
 
 extension UnscopedParts {
-    fileprivate var unscopedParts: (NIOAsyncChannelInboundStream<Inbound>, NIOAsyncChannelOutboundWriter<Outbound>) { (inbound, outbound) }
+    var unscopedParts: (NIOAsyncChannelInboundStream<Inbound>, NIOAsyncChannelOutboundWriter<Outbound>) { (inbound, outbound) }
 }

@@ -87,13 +87,13 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Takes the connection over for `stream` (its head and first frames written already, by the
     /// request loop's writer, whose writes reach the loop before this call does). `false` when
-    /// the connection is gone or taken already: the caller writes the stream itself then.
+    /// the connection is gone or taken already: the caller ends the stream then.
     func adopt(_ stream: EventStream) -> Bool {
         guard let context, !taken, context.channel.isActive else { return false }
         self.stream = stream
         taken = true
         takeOver.take()
-        stream.setWaker(.loop(context.eventLoop, NIOLoopBound(self, eventLoop: context.eventLoop)))
+        stream.setWaker(StreamWaker(loop: context.eventLoop, writer: NIOLoopBound(self, eventLoop: context.eventLoop)))
         try? context.channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: Self.socketSendBuffer)
         context.read()
         return true

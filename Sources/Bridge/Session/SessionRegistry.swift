@@ -8,8 +8,11 @@ public import Logging
 public import ServiceLifecycle
 
 /// Every session, by token hash (and by Meteor token hash for token-keyed sessions).
-/// As a `Service`, it runs each session's upstream connection in its own task group,
-/// closes idle sessions and releases lingering subscriptions; on shutdown it closes them all.
+/// As a `Service`, it starts each new session's upstream connection (which then runs with no
+/// task: callbacks and timers on its client's event loop), sends the streams' heartbeats, and
+/// once a second closes idle sessions and releases lingering subscriptions (the sweep: one
+/// child task of `run()`; the ends of sessions expiring together run side by side in a task
+/// group); on shutdown it closes them all.
 public final class SessionRegistry: Service, Sendable {
     struct State: Sendable {
         var sessions: [String: Session] = [:]
