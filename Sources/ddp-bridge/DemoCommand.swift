@@ -13,10 +13,15 @@ import UnixSignals
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run the bridge on an embedded demo DDP server with sample data (no Meteor app needed).",
-        discussion:
-            "Settings, as for serve (each also read from its DDP_BRIDGE_ variable; a flag wins over it; the upstream is the demo's own, and it logs at notice unless told otherwise):\n"
-            + Settings.helpText(excluding: ["upstream"])
+        abstract: "Run the bridge on an embedded demo DDP server with sample data.",
+        discussion: HelpText.wrap(
+            """
+            No Meteor app is needed: the demo's DDP server has users alice (password secret) and \
+            bob (hunter2), and a task that changes every 5 seconds.
+
+            Settings, as for serve (each also read from its DDP_BRIDGE_ variable; a flag wins over \
+            it; the upstream is the demo's own, and it logs at notice unless told otherwise):
+            """) + "\n" + Settings.helpText(excluding: ["upstream"])
     )
 
     @Option(help: "Port of the embedded DDP server (0, the default, picks a free one: 3000 is often a Meteor app's).")
@@ -34,22 +39,30 @@ struct DemoCommand: AsyncParsableCommand {
     /// rate, and a public reader must not be able to ask the demo for a million changes a second.
     static let presets = ["log-level": "notice", "public-publications": "tasks(*),typed"]
 
-    func run() async throws {
-        // Every setting of serve, from flags and DDP_BRIDGE_ variables, checked before anything
-        // starts; only the upstream is the demo's own.
-        var flags: [String: String]
-        let settings: Settings
+    /// The settings are checked while the command line is parsed, so a bad one is reported
+    /// with the demo's usage, not the top-level one.
+    func validate() throws {
+        _ = try settings()
+    }
+
+    /// Every setting of serve, from flags and DDP_BRIDGE_ variables, checked before anything
+    /// starts; only the upstream is the demo's own.
+    func settings() throws -> Settings {
         do throws(Settings.Invalid) {
-            flags = try Settings.flags(from: arguments)
+            var flags = try Settings.flags(from: arguments, otherFlags: ["ddp-port", "watch"])
             guard flags["upstream"] == nil else {
                 throw Settings.Invalid(description: "--upstream: the demo runs its own DDP server; use serve for another")
             }
             guard (0...65_535).contains(ddpPort) else { throw Settings.Invalid(description: "--ddp-port must be from 0 to 65535, got \(ddpPort)") }
             flags["upstream"] = "ws://127.0.0.1:\(ddpPort)/websocket"
-            settings = try Settings(flags: flags, environment: ProcessInfo.processInfo.environment, presets: Self.presets)
+            return try Settings(flags: flags, environment: ProcessInfo.processInfo.environment, presets: Self.presets)
         } catch {
             throw ValidationError(error.description)
         }
+    }
+
+    func run() async throws {
+        let settings = try settings()
         if settings.logFormat == "json" {
             LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
         }

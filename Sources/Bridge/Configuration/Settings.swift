@@ -21,7 +21,6 @@ public struct Settings: Sendable {
     public var logLevel = "info"
     public var logFormat = "human"
     public var configuration = BridgeConfiguration(upstream: "")
-
     /// The defaults (no upstream yet).
     public init() {}
 
@@ -409,8 +408,9 @@ public struct Settings: Sendable {
     // MARK: - Command lines
 
     /// The settings on a command line: `--flag value` or `--flag=value`, and a bare `--flag` for
-    /// a switch. Refuses a flag no setting has, and a value missing.
-    public static func flags(from arguments: [String]) throws(Invalid) -> [String: String] {
+    /// a switch. Refuses a flag no setting has, naming the setting (or `otherFlags`, the
+    /// command's own options) it most likely meant, and a value missing.
+    public static func flags(from arguments: [String], otherFlags: [String] = []) throws(Invalid) -> [String: String] {
         var flags: [String: String] = [:]
         var index = arguments.startIndex
         while index < arguments.endIndex {
@@ -426,7 +426,10 @@ public struct Settings: Sendable {
                 name = String(name[..<equals])
             }
             guard let setting = all.first(where: { $0.flag == name }) else {
-                throw Invalid(description: "unknown setting --\(name) (see --help for the settings)")
+                guard let meant = ClosestName.suggestion(for: name, among: all.map(\.flag) + otherFlags) else {
+                    throw Invalid(description: "unknown setting --\(name) (see --help for the settings)")
+                }
+                throw Invalid(description: "unknown setting --\(name); did you mean --\(meant)?")
             }
             if text == nil, index < arguments.endIndex, !(setting.isSwitch && arguments[index].hasPrefix("--")) {
                 text = arguments[index]
@@ -439,12 +442,13 @@ public struct Settings: Sendable {
         return flags
     }
 
-    /// Every setting (but `excluded`) with its variable and default, for `--help`.
+    /// Every setting (but `excluded`) with its variable and default, for `--help`, wrapped at
+    /// word boundaries under its flag (``HelpText``).
     public static func helpText(excluding excluded: Set<String> = []) -> String {
         all.filter { !excluded.contains($0.flag) }.map { setting in
             let shown = setting.shownDefault.map { ", default \($0)" } ?? ""
-            return
-                "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n      env \(setting.environment)\(shown)\n      \(setting.help)"
+            return "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n"
+                + HelpText.wrap("env \(setting.environment)\(shown)", indent: 6) + "\n" + HelpText.wrap(setting.help, indent: 6)
         }.joined(separator: "\n")
     }
 }
