@@ -76,9 +76,10 @@ struct DemoCommand: AsyncParsableCommand {
         let host = settings.host
         let port = settings.port
         let consoleLine =
-            bridgeConfiguration.publicFolder == nil
-            ? "web console:     not served (no console folder; see --public-dir)"
-            : "web console:     open http://\(host):PORT/ in a browser"
+            bridgeConfiguration.publicFolder != nil
+            ? "web console:     open http://\(host):PORT/ in a browser"
+            : bridgeConfiguration.consoleSearched.isEmpty
+                ? "web console:     not served (--public-dir none)" : "web console:     not served (its files were not found; see --public-dir)"
         let (application, registry) = BridgeApplication.make(
             configuration: bridgeConfiguration,
             http: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "ddp-bridge"),
