@@ -27,7 +27,9 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Port of the embedded DDP server (0, the default, picks a free one: 3000 is often a Meteor app's).")
     var ddpPort: Int = 0
 
-    @Flag(help: "Also follow the demo publications and print their live changes.")
+    @Flag(
+        inversion: .prefixedNo, exclusivity: .chooseLast,
+        help: "Also follow the demo's tasks as a DDP client and print their live changes (the last of the two given wins).")
     var watch = false
 
     @Argument(
@@ -49,7 +51,7 @@ struct DemoCommand: AsyncParsableCommand {
     /// starts; only the upstream is the demo's own.
     func settings() throws -> Settings {
         do throws(Settings.Invalid) {
-            var flags = try Settings.flags(from: arguments, otherFlags: ["ddp-port", "watch"])
+            var flags = try Settings.flags(from: arguments, otherFlags: ["ddp-port", "watch", "no-watch"])
             guard flags["upstream"] == nil else {
                 throw Settings.Invalid(description: "--upstream: the demo runs its own DDP server; use serve for another")
             }
@@ -80,6 +82,7 @@ struct DemoCommand: AsyncParsableCommand {
             ? "web console:     open http://\(host):PORT/ in a browser"
             : bridgeConfiguration.consoleSearched.isEmpty
                 ? "web console:     not served (--public-dir none)" : "web console:     not served (its files were not found; see --public-dir)"
+        let watching = watch
         let (application, registry) = BridgeApplication.make(
             configuration: bridgeConfiguration,
             http: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "ddp-bridge"),
@@ -92,16 +95,18 @@ struct DemoCommand: AsyncParsableCommand {
                     ddp-bridge:      http://\(host):\(bound)
                     \(consoleLine.replacingOccurrences(of: "PORT", with: String(bound)))
 
-                    try:
-                      curl -s -X POST http://\(host):\(bound)/v1/sessions -H 'content-type: application/json' -d '{"username":"alice","password":"secret"}'
+                    try (a session for alice, its token kept in $TOKEN):
+                      export TOKEN=$(curl -s -X POST http://\(host):\(bound)/v1/sessions -H 'content-type: application/json' -d '{"username":"alice","password":"secret"}' | sed -E 's/.*"token":"([^"]+)".*/\\1/')
                       curl -s -X POST http://\(host):\(bound)/v1/subscriptions -H "authorization: Bearer $TOKEN" -d '{"name":"tasks"}'
-                      curl -s "http://\(host):\(bound)/v1/collections/tasks?selector=%7B%22listId%22:%22inbox%22%7D" -H "authorization: Bearer $TOKEN"
-                    """)
+                      curl -s -G http://\(host):\(bound)/v1/collections/tasks -H "authorization: Bearer $TOKEN" --data-urlencode 'selector={"listId":"inbox"}'
+                    """ + (watching ? "\nlive client (--watch): each change of the demo's tasks, as a DDP client receives it, below\n" : ""))
             })
         var services: [any Service] = [application, TaskToggler(core: server.core)]
         if watch {
             var options = WatchOptions()
-            options.subscriptions = ["tasks", "ticker:[1,0]"]
+            // The tasks change every 5 s, and whenever a client writes one: a line each, so the
+            // banner above stays in view (a ticker would print a line a second).
+            options.subscriptions = ["tasks"]
             options.username = "alice"
             options.password = "secret"
             services.append(Watcher(url: upstream, options: options, logger: logger))
