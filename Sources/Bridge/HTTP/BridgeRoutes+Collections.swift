@@ -28,7 +28,8 @@ extension BridgeRoutes {
         // document of (a typo, or nothing subscribed yet) is named as such.
         var absent: AbsentCollection?
         if collection == nil {
-            let held = await session.client.withCache { $0.collections.keys.sorted() }
+            // The names leave the actor as they are; they are sorted outside it, off its loop.
+            let held = await session.client.withCache { Array($0.collections.keys) }.sorted()
             absent = AbsentCollection(name: name, held: held, publication: nil)
         }
         let bytes = Self.queryBody(documents, count: count, absent: absent)

@@ -73,7 +73,8 @@ extension BridgeRoutes {
         let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
         var absent: AbsentCollection?
         if collection == nil {
-            let held = await session.client.withCache { $0.collections.keys.sorted() }
+            // The names leave the actor as they are; they are sorted outside it, off its loop.
+            let held = await session.client.withCache { Array($0.collections.keys) }.sorted()
             absent = AbsentCollection(name: collectionName, held: held, publication: name)
         }
         let bytes = Self.queryBody(documents, count: count, absent: absent)

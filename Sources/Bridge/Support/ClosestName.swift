@@ -1,19 +1,20 @@
 /// The name a mistyped one most likely meant, for "did you mean" answers: the candidate within a
 /// small edit distance (insertions, deletions, substitutions, swaps of two neighbours; case
-/// ignored), the nearest first, ties to the earlier candidate. Names of any length cost at most
-/// their lengths' product, and both are bounded by what a request or a command line carries.
+/// ignored), the nearest first, ties to the earlier candidate. Only names of at most 64
+/// characters are compared, so one comparison costs at most 64 × 64 steps whatever a request
+/// carries.
 public enum ClosestName {
     /// The candidate `name` most likely meant, or `nil` when none is close (a short name must be
     /// nearly right: at most one edit up to 5 characters, two beyond). `name` itself is never
     /// suggested.
     public static func suggestion(for name: String, among candidates: some Sequence<String>) -> String? {
         let typed = Array(name.lowercased().unicodeScalars)
-        guard !typed.isEmpty, typed.count <= 256 else { return nil }
+        guard !typed.isEmpty, typed.count <= 64 else { return nil }
         let allowed = typed.count <= 5 ? 1 : 2
         var best: (name: String, distance: Int)?
         for candidate in candidates where candidate != name {
             let other = Array(candidate.lowercased().unicodeScalars)
-            guard abs(other.count - typed.count) <= allowed, other.count <= 256 else { continue }
+            guard abs(other.count - typed.count) <= allowed, other.count <= 64 else { continue }
             let distance = editDistance(typed, other)
             if distance <= allowed, distance < (best?.distance ?? Int.max) { best = (candidate, distance) }
         }
