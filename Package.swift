@@ -226,6 +226,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The command line as a user meets it: errors with their command's usage, help text.
+        .testTarget(
+            name: "DDPBridgeCommandTests",
+            dependencies: [
+                "ddp-bridge",
+                "Bridge",
+                .product(name: "ArgumentParser", package: "swift-argument-parser")
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "DDPClientTests",
             dependencies: [

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Ports taken: the bridge never hangs silently. And `--version` says what is running.
+"""Ports taken: the bridge never hangs silently. And `--version` says what is running, and the web
+console is served wherever the binary is started from.
 
 With another program listening on the port it would use, `ddp-bridge serve`, `demo` (its own
 port, or the demo DDP server's) and `demo-server` must end within two seconds with status 1 and
@@ -79,6 +80,38 @@ except subprocess.TimeoutExpired:
     process.kill()
 if meteor:
     meteor.close()
+# The web console ships with the binary: started from a folder with no console in it (and with
+# nothing naming the console's folder), the demo serves the console's page at / all the same.
+import tempfile
+import urllib.request
+elsewhere = tempfile.mkdtemp(prefix="ddp-bridge-elsewhere-")
+environment = {k: v for k, v in os.environ.items() if k != "DDP_BRIDGE_PUBLIC_DIR"}
+process = subprocess.Popen([os.path.abspath(BIN), "demo", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, cwd=elsewhere, env=environment)
+banner, deadline = "", time.monotonic() + 15
+os.set_blocking(process.stdout.fileno(), False)
+while time.monotonic() < deadline and "web console:" not in banner and process.poll() is None:
+    chunk = process.stdout.read() or b""
+    banner += chunk.decode("utf-8", "replace")
+    if not chunk:
+        time.sleep(0.05)
+address = next((line.split()[-1] for line in banner.splitlines() if line.startswith("ddp-bridge:")), None)
+page = ""
+if address:
+    try:
+        with urllib.request.urlopen(address + "/", timeout=5) as answer:
+            page = answer.read().decode("utf-8", "replace")
+    except OSError as error:
+        page = f"GET / failed: {error}"
+shown = (page or banner).strip().splitlines()
+check("started from another folder, the demo serves the console at /", "<title>ddp-bridge console</title>" in page,
+      f"GET {address}/: {shown[0][:120]}" if shown else f"status {process.poll()}")
+process.terminate()
+try:
+    process.wait(timeout=10)
+except subprocess.TimeoutExpired:
+    process.kill()
+os.rmdir(elsewhere)
 # The version and the commit of the build (the repository's HEAD here, `-modified` if it differs).
 import re
 version = subprocess.run([BIN, "--version"], capture_output=True, text=True, timeout=10)

@@ -50,6 +50,11 @@ public enum BridgeApplication {
         if let folder = configuration.publicFolder {
             // Innermost: a path no route takes is looked up in the console's folder.
             router.middlewares.add(ConsoleFiles.middleware(folder: folder, logger: logger))
+            logger.info("web console served at /", metadata: ["folder": "\(folder)"])
+        } else if !configuration.consoleSearched.isEmpty {
+            logger.warning(
+                "no web console at /: no folder holding it (index.html and console.js) was found; --public-dir names one, or none",
+                metadata: ["searched": "\(configuration.consoleSearched.joined(separator: ", "))"])
         }
         routes.register(on: router)
         // The read timeout closes connections that are slow to send a request or idle between

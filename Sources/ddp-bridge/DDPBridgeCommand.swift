@@ -8,14 +8,15 @@ import NIOCore
 struct DDPBridgeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ddp-bridge",
-        abstract: "Expose a Meteor application's DDP data as REST and Server-Sent Events.",
-        discussion: """
-            `ddp-bridge serve --upstream ws://meteor:3000/websocket` serves REST and Server-Sent
-            Events for that Meteor app; `ddp-bridge demo` runs it on an embedded demo DDP server;
-            `ddp-bridge demo-server` serves only that DDP server (a stand-in for a Meteor app);
-            `ddp-bridge check --upstream ws://meteor:3000/websocket` says whether the bridge can
+        abstract: "Expose a Meteor app's DDP data as REST and Server-Sent Events.",
+        discussion: HelpText.wrap(
+            """
+            `ddp-bridge serve --upstream ws://meteor:3000/websocket` serves REST and Server-Sent \
+            Events for that Meteor app; `ddp-bridge demo` runs it on an embedded demo DDP server; \
+            `ddp-bridge demo-server` serves only that DDP server (a stand-in for a Meteor app); \
+            `ddp-bridge check --upstream ws://meteor:3000/websocket` says whether the bridge can \
             use that app, and what to fix if not.
-            """,
+            """),
         version: BuildInfo.description,
         subcommands: [ServeCommand.self, DemoCommand.self, DemoServerCommand.self, WatchCommand.self, CheckCommand.self],
         defaultSubcommand: ServeCommand.self

@@ -13,16 +13,23 @@ import UnixSignals
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run the bridge on an embedded demo DDP server with sample data (no Meteor app needed).",
-        discussion:
-            "Settings, as for serve (each also read from its DDP_BRIDGE_ variable; a flag wins over it; the upstream is the demo's own, and it logs at notice unless told otherwise):\n"
-            + Settings.helpText(excluding: ["upstream"])
+        abstract: "Run the bridge on an embedded demo DDP server with sample data.",
+        discussion: HelpText.wrap(
+            """
+            No Meteor app is needed: the demo's DDP server has users alice (password secret) and \
+            bob (hunter2), and a task that changes every 5 seconds.
+
+            Settings, as for serve (each also read from its DDP_BRIDGE_ variable; a flag wins over \
+            it; the upstream is the demo's own, and it logs at notice unless told otherwise):
+            """) + "\n" + Settings.helpText(excluding: ["upstream"])
     )
 
     @Option(help: "Port of the embedded DDP server (0, the default, picks a free one: 3000 is often a Meteor app's).")
     var ddpPort: Int = 0
 
-    @Flag(help: "Also follow the demo publications and print their live changes.")
+    @Flag(
+        inversion: .prefixedNo, exclusivity: .chooseLast,
+        help: "Also follow the demo's tasks as a DDP client and print their live changes (the last of the two given wins).")
     var watch = false
 
     @Argument(
@@ -34,22 +41,30 @@ struct DemoCommand: AsyncParsableCommand {
     /// rate, and a public reader must not be able to ask the demo for a million changes a second.
     static let presets = ["log-level": "notice", "public-publications": "tasks(*),typed"]
 
-    func run() async throws {
-        // Every setting of serve, from flags and DDP_BRIDGE_ variables, checked before anything
-        // starts; only the upstream is the demo's own.
-        var flags: [String: String]
-        let settings: Settings
+    /// The settings are checked while the command line is parsed, so a bad one is reported
+    /// with the demo's usage, not the top-level one.
+    func validate() throws {
+        _ = try settings()
+    }
+
+    /// Every setting of serve, from flags and DDP_BRIDGE_ variables, checked before anything
+    /// starts; only the upstream is the demo's own.
+    func settings() throws -> Settings {
         do throws(Settings.Invalid) {
-            flags = try Settings.flags(from: arguments)
+            var flags = try Settings.flags(from: arguments, otherFlags: ["ddp-port", "watch", "no-watch"])
             guard flags["upstream"] == nil else {
                 throw Settings.Invalid(description: "--upstream: the demo runs its own DDP server; use serve for another")
             }
             guard (0...65_535).contains(ddpPort) else { throw Settings.Invalid(description: "--ddp-port must be from 0 to 65535, got \(ddpPort)") }
             flags["upstream"] = "ws://127.0.0.1:\(ddpPort)/websocket"
-            settings = try Settings(flags: flags, environment: ProcessInfo.processInfo.environment, presets: Self.presets)
+            return try Settings(flags: flags, environment: ProcessInfo.processInfo.environment, presets: Self.presets)
         } catch {
             throw ValidationError(error.description)
         }
+    }
+
+    func run() async throws {
+        let settings = try settings()
         if settings.logFormat == "json" {
             LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
         }
@@ -63,9 +78,11 @@ struct DemoCommand: AsyncParsableCommand {
         let host = settings.host
         let port = settings.port
         let consoleLine =
-            bridgeConfiguration.publicFolder == nil
-            ? "web console:     not served (no console folder; see --public-dir)"
-            : "web console:     open http://\(host):PORT/ in a browser"
+            bridgeConfiguration.publicFolder != nil
+            ? "web console:     open http://\(host):PORT/ in a browser"
+            : bridgeConfiguration.consoleSearched.isEmpty
+                ? "web console:     not served (--public-dir none)" : "web console:     not served (its files were not found; see --public-dir)"
+        let watching = watch
         let (application, registry) = BridgeApplication.make(
             configuration: bridgeConfiguration,
             http: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "ddp-bridge"),
@@ -78,16 +95,18 @@ struct DemoCommand: AsyncParsableCommand {
                     ddp-bridge:      http://\(host):\(bound)
                     \(consoleLine.replacingOccurrences(of: "PORT", with: String(bound)))
 
-                    try:
-                      curl -s -X POST http://\(host):\(bound)/v1/sessions -H 'content-type: application/json' -d '{"username":"alice","password":"secret"}'
+                    try (a session for alice, its token kept in $TOKEN):
+                      export TOKEN=$(curl -s -X POST http://\(host):\(bound)/v1/sessions -H 'content-type: application/json' -d '{"username":"alice","password":"secret"}' | sed -E 's/.*"token":"([^"]+)".*/\\1/')
                       curl -s -X POST http://\(host):\(bound)/v1/subscriptions -H "authorization: Bearer $TOKEN" -d '{"name":"tasks"}'
-                      curl -s "http://\(host):\(bound)/v1/collections/tasks?selector=%7B%22listId%22:%22inbox%22%7D" -H "authorization: Bearer $TOKEN"
-                    """)
+                      curl -s -G http://\(host):\(bound)/v1/collections/tasks -H "authorization: Bearer $TOKEN" --data-urlencode 'selector={"listId":"inbox"}'
+                    """ + (watching ? "\nlive client (--watch): each change of the demo's tasks, as a DDP client receives it, below\n" : ""))
             })
         var services: [any Service] = [application, TaskToggler(core: server.core)]
         if watch {
             var options = WatchOptions()
-            options.subscriptions = ["tasks", "ticker:[1,0]"]
+            // The tasks change every 5 s, and whenever a client writes one: a line each, so the
+            // banner above stays in view (a ticker would print a line a second).
+            options.subscriptions = ["tasks"]
             options.username = "alice"
             options.password = "secret"
             services.append(Watcher(url: upstream, options: options, logger: logger))

@@ -10,7 +10,7 @@ import UnixSignals
 struct DemoServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo-server",
-        abstract: "Serve only the embedded demo DDP server (a stand-in for a Meteor app; no bridge)."
+        abstract: "Serve only the demo DDP server (a stand-in for a Meteor app)."
     )
 
     @Option(help: "Address to listen on.")

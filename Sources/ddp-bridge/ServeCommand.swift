@@ -11,20 +11,29 @@ import UnixSignals
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Serve REST and Server-Sent Events for the Meteor app at --upstream (the default command).",
-        discussion: "Settings (each also read from its DDP_BRIDGE_ variable; a flag wins over it):\n" + Settings.helpText()
+        abstract: "Serve the Meteor app at --upstream as REST and Server-Sent Events.",
+        discussion: HelpText.wrap("Settings (each also read from its DDP_BRIDGE_ variable; a flag wins over it):") + "\n" + Settings.helpText()
     )
 
     @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Settings as --name value (listed below).", valueName: "settings"))
     var arguments: [String] = []
 
-    func run() async throws {
-        let settings: Settings
+    /// The settings are checked while the command line is parsed, so a bad one is reported
+    /// with serve's usage, not the top-level one.
+    func validate() throws {
+        _ = try settings()
+    }
+
+    func settings() throws -> Settings {
         do {
-            settings = try Settings(flags: Settings.flags(from: arguments), environment: ProcessInfo.processInfo.environment)
+            return try Settings(flags: Settings.flags(from: arguments), environment: ProcessInfo.processInfo.environment)
         } catch {
             throw ValidationError(error.description)
         }
+    }
+
+    func run() async throws {
+        let settings = try settings()
         if settings.logFormat == "json" {
             LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
         }

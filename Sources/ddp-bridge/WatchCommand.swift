@@ -8,7 +8,7 @@ import Logging
 struct WatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "watch",
-        abstract: "Connect to a DDP server and print live changes of the given publications."
+        abstract: "Follow publications of a DDP server and print their live changes."
     )
 
     @Option(help: "The upstream DDP WebSocket URL, e.g. ws://localhost:3000/websocket (or set DDP_BRIDGE_UPSTREAM).")

@@ -3,6 +3,7 @@ import DDP
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import Logging
 import Testing
 
 /// The web console's files: content types, caching, the Content-Security-Policy, and nothing
@@ -60,6 +61,87 @@ import Testing
         try await BridgeHarness.run { h in
             expectError(try await h.request(.get, "/"), .notFound, "not-found")
         }
+    }
+
+    /// Started with the default setting from a working directory with no console in it (and
+    /// neither beside the executable), the bridge finds the console it was built with, and serves it.
+    @Test func byDefaultTheConsoleShippedWithTheBinaryIsServedFromAnyWorkingDirectory() async throws {
+        let elsewhere = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
+        var places = ConsoleFolder.Places.current
+        places.workingDirectory = elsewhere
+        let settings = try Settings(flags: ["upstream": "ws://meteor:3000/websocket"], environment: [:], consolePlaces: places)
+        let folder = try #require(settings.configuration.publicFolder)
+        #expect(folder == URL(fileURLWithPath: Self.projectPublic).standardizedFileURL.path)
+        #expect(settings.configuration.consoleSearched.isEmpty)
+        let (lines, logger) = LogLines.logger(level: .info)
+        try await BridgeHarness.run(configure: { $0.publicFolder = folder }, logger: logger) { h in
+            let page = try await h.request(.get, "/")
+            #expect(page.status == .ok && page.text.contains("<title>ddp-bridge console</title>"))
+            let served = lines.all.first { $0.contains("web console served at /") }
+            #expect(served?.contains(folder) == true, "the start says where the console is served from: \(lines.all)")
+        }
+    }
+
+    /// The places, in order: beside the executable, an installation's share folder, the image's,
+    /// the checkout's, the working directory's. A folder without the console's files (a Meteor
+    /// app's own public/) is passed over; when none holds it, every place looked at is named.
+    @Test func theSearchTakesTheFirstFolderHoldingTheConsole() throws {
+        let root = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let places = ConsoleFolder.Places(
+            executable: root + "/prefix/bin/ddp-bridge", sourceRoot: root + "/checkout", workingDirectory: root + "/app")
+        let candidates = ConsoleFolder.candidates(places)
+        #expect(
+            candidates == [
+                root + "/prefix/bin/public", root + "/prefix/share/ddp-bridge/public", "/app/public", root + "/checkout/public", root + "/app/public"
+            ])
+        #expect(ConsoleFolder.search(places) == .failure(.init(searched: candidates)))
+        // A Meteor app's public/ in the working directory is not the console.
+        try Self.write(["index.html": "<p>the app's own page</p>"], in: root + "/app/public")
+        #expect(ConsoleFolder.search(places) == .failure(.init(searched: candidates)))
+        try Self.write(["index.html": "<title>console</title>", "console.js": ""], in: root + "/checkout/public")
+        #expect(ConsoleFolder.search(places) == .success(root + "/checkout/public"))
+        try Self.write(["index.html": "<title>console</title>", "console.js": ""], in: root + "/prefix/share/ddp-bridge/public")
+        #expect(ConsoleFolder.search(places) == .success(root + "/prefix/share/ddp-bridge/public"))
+        // The same folder reached twice is looked at once.
+        let same = ConsoleFolder.Places(executable: root + "/bin/ddp-bridge", sourceRoot: root + "/bin/", workingDirectory: root + "/bin/../bin")
+        #expect(ConsoleFolder.candidates(same) == [root + "/bin/public", root + "/share/ddp-bridge/public", "/app/public"])
+    }
+
+    /// Not found: no console, and the start's warning names every place looked at. Turned off
+    /// (`none`) or named: no search.
+    @Test func aConsoleNotFoundIsAWarningNamingThePlacesSearched() async throws {
+        let root = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let places = ConsoleFolder.Places(executable: root + "/bin/ddp-bridge", sourceRoot: nil, workingDirectory: root)
+        let upstream = ["upstream": "ws://meteor:3000/websocket"]
+        let settings = try Settings(flags: upstream, environment: [:], consolePlaces: places)
+        #expect(settings.configuration.publicFolder == nil)
+        #expect(settings.configuration.consoleSearched == ConsoleFolder.candidates(places) && settings.configuration.consoleSearched.count == 4)
+        let off = try Settings(flags: upstream, environment: ["DDP_BRIDGE_PUBLIC_DIR": "none"], consolePlaces: places)
+        #expect(off.configuration.publicFolder == nil && off.configuration.consoleSearched.isEmpty)
+        let named = try Settings(flags: upstream.merging(["public-dir": root]) { $1 }, environment: [:], consolePlaces: places)
+        #expect(named.configuration.publicFolder == root && named.configuration.consoleSearched.isEmpty)
+        let (lines, logger) = LogLines.logger(level: .info)
+        let searched = settings.configuration.consoleSearched
+        try await BridgeHarness.run(configure: { $0.consoleSearched = searched }, logger: logger) { h in
+            expectError(try await h.request(.get, "/"), .notFound, "not-found")
+            let warning = try #require(lines.all.first { $0.contains("no web console at /") }, "\(lines.all)")
+            #expect(warning.contains("\"level\":\"warning\""), "\(warning)")
+            for place in searched { #expect(warning.contains(place), "\(warning) names \(place)") }
+        }
+    }
+
+    static func temporaryFolder() throws -> String {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("console-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder.standardizedFileURL.resolvingSymlinksInPath().path
+    }
+
+    static func write(_ files: [String: String], in folder: String) throws {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        for (name, text) in files { try text.write(toFile: folder + "/" + name, atomically: true, encoding: .utf8) }
     }
 
     /// One request on its own connection, the path sent exactly as given.

@@ -115,7 +115,8 @@ import Testing
                 return
             }
             expectError(try await h.request(.get, "/v1/collections/tasks/none", token: token), .notFound, "not-found")
-            #expect(try await h.request(.get, "/v1/collections/empty", token: token).json == ["documents": [], "count": 0])
+            let empty = try await h.request(.get, "/v1/collections/empty", token: token)
+            #expect(empty["documents"] == [] && empty["count"] == 0 && empty["collectionHeld"] == false)
             expectError(
                 try await h.request(.get, "/v1/collections/bulk?selector=\(urlEncoded(#"{"i":{"$where":1}}"#))", token: token), .badRequest,
                 "bad-request")
@@ -125,6 +126,32 @@ import Testing
             expectError(
                 try await h.request(.get, "/v1/collections/bulk?fields=\(urlEncoded(#"{"i":1,"group":0}"#))", token: token), .badRequest,
                 "bad-request")
+        }
+    }
+
+    /// An empty answer says whether it means anything: a collection no subscription of the
+    /// session has sent a document of (a typo, or nothing subscribed yet) is answered with
+    /// `"collectionHeld": false`, the collections held and a hint; a held one as before.
+    @Test func anEmptyAnswerSaysWhetherTheSessionHoldsTheCollection() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            let early = try await h.request(.get, "/v1/collections/tasks", token: token)
+            #expect(early.status == .ok && early["documents"] == [] && early["count"] == 0, "\(early.text)")
+            #expect(early["collectionHeld"] == false && early["heldCollections"] == [], "\(early.text)")
+            let subscribeFirst = try #require(early["hint"]?.stringValue)
+            #expect(subscribeFirst.contains("subscribe") && subscribeFirst.contains("POST /v1/subscriptions"), "\(subscribeFirst)")
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"[{"name":"tasks"},{"name":"typed"}]"#)
+            // A typo: the collections held, and the one most likely meant.
+            let typo = try await h.request(.get, "/v1/collections/task", token: token)
+            #expect(typo.status == .ok && typo["documents"] == [] && typo["count"] == 0, "\(typo.text)")
+            #expect(typo["collectionHeld"] == false && typo["heldCollections"] == ["tasks", "typed"], "\(typo.text)")
+            let meant = try #require(typo["hint"]?.stringValue)
+            #expect(meant.contains("did you mean 'tasks'?") && meant.contains("GET /v1/collections"), "\(meant)")
+            // Held: documents and no hint, and none when the selector matches nothing either.
+            let held = try await h.request(.get, "/v1/collections/tasks", token: token)
+            #expect(held["count"] == 3 && held.json.objectValue?.keys.sorted() == ["count", "documents"], "\(held.text)")
+            let none = try await h.request(.get, "/v1/collections/tasks?selector=\(urlEncoded(#"{"listId":"nowhere"}"#))", token: token)
+            #expect(none.json == ["documents": [], "count": 0], "an empty match of a held collection means no match: \(none.text)")
         }
     }
 

@@ -419,6 +419,19 @@ import Testing
         }
     }
 
+    /// A public read of a collection the publication sent nothing of says so, as a session's does.
+    @Test func aPublicReadOfACollectionNotSentSaysSo() async throws {
+        try await Self.run { h, _ in
+            let typo = try await h.request(.get, "/v1/public/collections/task?subscribe=tasks")
+            #expect(typo.status == .ok && typo["documents"] == [] && typo["count"] == 0, "\(typo.text)")
+            #expect(typo["collectionHeld"] == false && typo["heldCollections"] == ["tasks"], "\(typo.text)")
+            let hint = try #require(typo["hint"]?.stringValue)
+            #expect(hint.contains("'tasks' has sent no document of 'task' (did you mean 'tasks'?)"), "\(hint)")
+            let held = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks")
+            #expect(held["count"] == 3 && held.json.objectValue?.keys.sorted() == ["count", "documents"], "\(held.text)")
+        }
+    }
+
     @Test func aCollectionReadCarriesAnETagThatCachesRevalidate() async throws {
         try await Self.run(configure: { $0.publicMaxAge = 5 }) { h, _ in
             let path = "/v1/public/collections/tasks?subscribe=tasks&sort=%7B%22_id%22%3A1%7D"

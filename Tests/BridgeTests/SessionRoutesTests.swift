@@ -48,6 +48,30 @@ import Testing
         }
     }
 
+    /// A token sent without its `Bearer ` (or a Bearer without a token, or another scheme) is
+    /// answered 401 `no-session` with a reason saying what to send; the token is never repeated.
+    @Test func anAuthorizationHeaderWithoutBearerSaysToAddIt() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            for (header, says) in [
+                (token, "add 'Bearer ' before it"), ("  \(token) ", "add 'Bearer ' before it"),
+                ("Bearer", "says Bearer but holds no token"), ("bearer   ", "says Bearer but holds no token"),
+                ("Basic YWxpY2U6c2VjcmV0", "is not a Bearer token"), ("Token \(token)", "is not a Bearer token")
+            ] {
+                let reply = try await h.request(.get, "/v1/session", headers: [.authorization: header])
+                expectError(reply, .unauthorized, "no-session")
+                let reason = reply["reason"]?.stringValue ?? ""
+                #expect(reason.contains(says) && reason.contains("Authorization: Bearer <token>"), "\(header): \(reason)")
+                #expect(!reply.text.contains(token) && !reply.text.contains("YWxpY2U6c2VjcmV0"), "the header is not repeated: \(reply.text)")
+            }
+            // Without a header: the session is to be made first.
+            let bare = try await h.request(.get, "/v1/collections/tasks")
+            expectError(bare, .unauthorized, "no-session")
+            #expect(bare["reason"]?.stringValue?.contains("POST /v1/sessions") == true)
+            #expect(try await h.request(.get, "/v1/session", headers: [.authorization: "Bearer \(token)"]).status == .ok)
+        }
+    }
+
     @Test func loginLogoutResumeAndSignUp() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()

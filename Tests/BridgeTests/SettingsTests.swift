@@ -108,6 +108,52 @@ import Testing
         }
     }
 
+    @Test(arguments: [
+        (["--upstrem", "ws://m/websocket"], [], "unknown setting --upstrem; did you mean --upstream?"),
+        (["--port", "1", "--hots=0.0.0.0"], [], "unknown setting --hots; did you mean --host?"),
+        (["--Public-Dir", "none"], [], "unknown setting --Public-Dir; did you mean --public-dir?"),
+        (["--ddp-prot", "3000"], ["ddp-port", "watch"], "unknown setting --ddp-prot; did you mean --ddp-port?"),
+        (["--wacth"], ["ddp-port", "watch"], "unknown setting --wacth; did you mean --watch?"),
+        (["--frobnicate", "1"], [], "unknown setting --frobnicate (see --help for the settings)")
+    ])
+    func anUnknownSettingNamesTheOneItMostLikelyMeant(arguments: [String], others: [String], message: String) {
+        #expect { try Settings.flags(from: arguments, otherFlags: others) } throws: { ($0 as? Settings.Invalid)?.description == message }
+    }
+
+    @Test func closestNamesAreNearAndNeverTheNameItself() {
+        let collections = ["lists", "tasks", "ticks", "users"]
+        #expect(ClosestName.suggestion(for: "task", among: collections) == "tasks")
+        #expect(ClosestName.suggestion(for: "tsaks", among: collections) == "tasks", "a swap of neighbours is one edit")
+        #expect(ClosestName.suggestion(for: "Tasks", among: collections) == "tasks", "case is ignored")
+        #expect(ClosestName.suggestion(for: "tasks", among: ["tasks"]) == nil)
+        #expect(ClosestName.suggestion(for: "tasks", among: collections) == nil, "ticks is two edits away: too far for five letters")
+        #expect(ClosestName.suggestion(for: "orders", among: collections) == nil)
+        #expect(ClosestName.suggestion(for: "a", among: ["b", "ab"]) == "b", "the nearest first, ties to the earlier")
+        #expect(ClosestName.suggestion(for: "", among: collections) == nil)
+        #expect(ClosestName.suggestion(for: String(repeating: "x", count: 10_000), among: collections) == nil)
+    }
+
+    @Test func helpTextWrapsAtWordBoundariesUnderItsIndent() {
+        let text =
+            "Serve REST and Server-Sent Events for the Meteor app at --upstream, wrapped at word boundaries.\nStill the same paragraph.\n\nA second one."
+        let wrapped = HelpText.wrap(text, indent: 6, width: 40)
+        let lines = wrapped.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.contains(""), "paragraphs stay apart: \(wrapped)")
+        for line in lines where !line.isEmpty {
+            #expect(line.count <= 40 && line.hasPrefix("      ") && !line.hasPrefix("       "), "\(line)")
+        }
+        #expect(wrapped.contains("Server-Sent Events") && wrapped.contains("Meteor app"), "phrases are kept whole: \(wrapped)")
+        #expect(
+            wrapped.replacingOccurrences(of: "\n", with: " ").split(separator: " ").joined(separator: " ")
+                == text.replacingOccurrences(
+                    of: "\n", with: " "
+                ).split(separator: " ").joined(separator: " "))
+        // The settings' help: every line fits a terminal of 80 columns with its break.
+        for line in Settings.helpText().split(separator: "\n") {
+            #expect(line.count <= HelpText.width && (line.hasPrefix("  --") || line.hasPrefix("      ")), "\(line)")
+        }
+    }
+
     @Test func presetsSitBetweenTheEnvironmentAndTheDefault() throws {
         // The demo's way: its presets yield to DDP_BRIDGE_ variables and flags.
         let preset = try Settings(flags: upstream, environment: [:], presets: ["log-level": "notice", "port": "9100"])

@@ -23,7 +23,12 @@ test("ids: strings as they are, others as JSON", () => {
 
 test("errors: the bridge's shape, or a message", () => {
   const error = new ApiError(403, { error: 403, reason: "Incorrect password", message: "Incorrect password [403]", details: null });
-  assert.equal(describeError(error), "403 403: Incorrect password");
+  assert.equal(describeError(error), "403: Incorrect password", "a Meteor code equal to the status is shown once");
+  assert.equal(describeError(new ApiError(403, { error: "403", reason: "Incorrect password", details: null })), "403: Incorrect password");
+  assert.equal(describeError(new ApiError(400, { error: "bad-thing", reason: "it broke", details: null })), "400 bad-thing: it broke");
+  assert.equal(describeError(new ApiError(401, { error: "no-session", reason: "Log in", details: null })), "401 no-session: Log in");
+  const offline = new ApiError(0, { error: "network", reason: "The bridge could not be reached (down)", details: null });
+  assert.equal(describeError(offline), "network: The bridge could not be reached (down)");
   assert.equal(describeError(new Error("boom")), "boom");
   assert.equal(describeError("plain"), "plain");
   assert.equal(new ApiError(502, null).body.reason, "HTTP 502");

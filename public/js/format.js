@@ -32,12 +32,18 @@ export function displayId(id) {
 }
 
 /**
- * An error in one line: the bridge's status, error and reason, or the message.
+ * An error in one line: the bridge's status, error and reason, or the message. A Meteor error
+ * whose code is the status (403 "Incorrect password") shows it once.
  * @param {unknown} error
  * @returns {string}
  */
 export function describeError(error) {
-  if (error instanceof ApiError) return `${error.status} ${error.body.error}: ${error.body.reason}`;
+  if (error instanceof ApiError) {
+    const status = error.status > 0 ? String(error.status) : "";
+    const code = String(error.body.error);
+    const label = code === status || code === "" ? status : status ? `${status} ${code}` : code;
+    return label ? `${label}: ${error.body.reason}` : error.body.reason;
+  }
   if (error instanceof Error) return error.message;
   return String(error);
 }

@@ -93,6 +93,9 @@ public struct BridgeConfiguration: Sendable {
     public var readTimeout: Duration = .seconds(30)
     /// The web console's folder, served at `/`; `nil`: no console.
     public var publicFolder: String?
+    /// The folders the console was looked for in, in vain, when no setting named its folder
+    /// (``ConsoleFolder``): the start's warning names them. Empty when it was found or named.
+    public var consoleSearched: [String] = []
     /// On shutdown, requests in flight get this long to finish before sessions are closed under them.
     public var shutdownGrace: Duration = .seconds(10)
     /// Largest message accepted from the upstream, in bytes (a larger one closes that connection,

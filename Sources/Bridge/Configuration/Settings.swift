@@ -21,14 +21,21 @@ public struct Settings: Sendable {
     public var logLevel = "info"
     public var logFormat = "human"
     public var configuration = BridgeConfiguration(upstream: "")
+    /// Where the web console is looked for when `--public-dir` names no folder (``ConsoleFolder``);
+    /// `nil`: this process's places.
+    var consolePlaces: ConsoleFolder.Places?
 
     /// The defaults (no upstream yet).
     public init() {}
 
     /// Resolves every setting from `flags` (by flag name, without `--`), then `environment`
-    /// (`DDP_BRIDGE_…`), then `presets` (by flag name), then the default.
-    public init(flags: [String: String], environment: [String: String], presets: [String: String] = [:]) throws(Invalid) {
+    /// (`DDP_BRIDGE_…`), then `presets` (by flag name), then the default. The web console is
+    /// looked for in `consolePlaces` unless a setting names its folder.
+    public init(
+        flags: [String: String], environment: [String: String], presets: [String: String] = [:], consolePlaces: ConsoleFolder.Places? = nil
+    ) throws(Invalid) {
         self.init()
+        self.consolePlaces = consolePlaces
         for setting in Self.all {
             let given = flags[setting.flag] ?? environment[setting.environment]
             guard let text = given ?? presets[setting.flag] ?? setting.fallback else { continue }
@@ -301,15 +308,27 @@ public struct Settings: Sendable {
         integer(
             "public-max-age", "Seconds caches may keep a public collection read (Cache-Control max-age; 0: revalidate each time)",
             \.configuration.publicMaxAge, minimum: 0, maximum: 86_400),
-        custom("public-dir", "Folder of the web console served at / ('none' to serve no console)", fallback: "public", show: { _ in "public" }) {
-            value, settings in
+        custom(
+            "public-dir",
+            "Folder of the web console served at / ('none' to serve no console). By default, the console shipped with the binary: the first of public/ beside the executable, ../share/ddp-bridge/public from it, /app/public (the container image's), public/ in the checkout it was built from, and ./public that holds the console's files",
+            fallback: "", show: { _ in nil }
+        ) { value, settings in
+            guard value.isExplicit || !value.text.isEmpty else {
+                // Named nowhere: the console shipped with the binary, wherever the bridge was started.
+                switch ConsoleFolder.search(settings.consolePlaces ?? .current) {
+                case .success(let folder): settings.configuration.publicFolder = folder
+                case .failure(let notFound): settings.configuration.consoleSearched = notFound.searched
+                }
+                return
+            }
             guard value.text != "none", !value.text.isEmpty else {
                 settings.configuration.publicFolder = nil
                 return
             }
-            // The default folder may simply be absent (the console is optional); a folder named on purpose must exist.
-            settings.configuration.publicFolder = existingFolder(value.text)
-            if settings.configuration.publicFolder == nil, value.isExplicit { throw value.invalid(": '\(value.text)' is not a folder") }
+            // A folder named on purpose must exist.
+            guard let folder = existingFolder(value.text) else { throw value.invalid(": '\(value.text)' is not a folder") }
+            // Absolute, so the start's log says which folder it is.
+            settings.configuration.publicFolder = URL(fileURLWithPath: folder).standardizedFileURL.path
         },
         custom(
             "cors-origins",
@@ -409,8 +428,9 @@ public struct Settings: Sendable {
     // MARK: - Command lines
 
     /// The settings on a command line: `--flag value` or `--flag=value`, and a bare `--flag` for
-    /// a switch. Refuses a flag no setting has, and a value missing.
-    public static func flags(from arguments: [String]) throws(Invalid) -> [String: String] {
+    /// a switch. Refuses a flag no setting has, naming the setting (or `otherFlags`, the
+    /// command's own options) it most likely meant, and a value missing.
+    public static func flags(from arguments: [String], otherFlags: [String] = []) throws(Invalid) -> [String: String] {
         var flags: [String: String] = [:]
         var index = arguments.startIndex
         while index < arguments.endIndex {
@@ -426,7 +446,10 @@ public struct Settings: Sendable {
                 name = String(name[..<equals])
             }
             guard let setting = all.first(where: { $0.flag == name }) else {
-                throw Invalid(description: "unknown setting --\(name) (see --help for the settings)")
+                guard let meant = ClosestName.suggestion(for: name, among: all.map(\.flag) + otherFlags) else {
+                    throw Invalid(description: "unknown setting --\(name) (see --help for the settings)")
+                }
+                throw Invalid(description: "unknown setting --\(name); did you mean --\(meant)?")
             }
             if text == nil, index < arguments.endIndex, !(setting.isSwitch && arguments[index].hasPrefix("--")) {
                 text = arguments[index]
@@ -440,12 +463,12 @@ public struct Settings: Sendable {
     }
 
     /// Every setting (but `excluded`; only those in `only`, when given) with its variable and
-    /// default, for `--help`.
+    /// default, for `--help`, wrapped at word boundaries under its flag (``HelpText``).
     public static func helpText(excluding excluded: Set<String> = [], only: Set<String>? = nil) -> String {
         all.filter { !excluded.contains($0.flag) && only?.contains($0.flag) != false }.map { setting in
             let shown = setting.shownDefault.map { ", default \($0)" } ?? ""
-            return
-                "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n      env \(setting.environment)\(shown)\n      \(setting.help)"
+            return "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n"
+                + HelpText.wrap("env \(setting.environment)\(shown)", indent: 6) + "\n" + HelpText.wrap(setting.help, indent: 6)
         }.joined(separator: "\n")
     }
 }

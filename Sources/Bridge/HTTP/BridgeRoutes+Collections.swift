@@ -24,12 +24,21 @@ extension BridgeRoutes {
         // The scan runs outside the actor.
         let collection = await session.client.collection(name, indexing: query.fieldToIndex.map { [$0] } ?? [])
         let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
-        let bytes = Self.queryBody(documents, count: count)
+        // An empty answer says whether it means anything: a collection the session holds no
+        // document of (a typo, or nothing subscribed yet) is named as such.
+        var absent: AbsentCollection?
+        if collection == nil {
+            // The names leave the actor as they are; they are sorted outside it, off its loop.
+            let held = await session.client.withCache { Array($0.collections.keys) }.sorted()
+            absent = AbsentCollection(name: name, held: held, publication: nil)
+        }
+        let bytes = Self.queryBody(documents, count: count, absent: absent)
         return Reply.json(encoded: ByteBuffer(bytes: bytes))
     }
 
-    /// `{"documents": [...], "count": n}`, written straight to bytes.
-    static func queryBody(_ documents: [EJSONObject], count: Int) -> [UInt8] {
+    /// `{"documents": [...], "count": n}`, written straight to bytes; for a collection not held,
+    /// `"collectionHeld": false`, the collections that are and a hint follow.
+    static func queryBody(_ documents: [EJSONObject], count: Int, absent: AbsentCollection? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64 + documents.count * 128)
         EJSONWriter.appendLiteral("{\"documents\":[", to: &out)
@@ -39,6 +48,12 @@ extension BridgeRoutes {
         }
         EJSONWriter.appendLiteral("],\"count\":", to: &out)
         EJSONWriter.writeInteger(Int64(count), into: &out)
+        if let absent {
+            EJSONWriter.appendLiteral(",\"collectionHeld\":false,\"heldCollections\":", to: &out)
+            EJSONWriter.write(.array(absent.held.map { .string($0) }), into: &out)
+            EJSONWriter.appendLiteral(",\"hint\":", to: &out)
+            EJSONWriter.write(.string(absent.hint), into: &out)
+        }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -76,7 +76,13 @@ extension BridgeRoutes {
         defer { fanout.release(session, id) }
         let collection = await session.client.collection(collectionName, indexing: query.fieldToIndex.map { [$0] } ?? [])
         let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
-        let bytes = Self.queryBody(documents, count: count)
+        var absent: AbsentCollection?
+        if collection == nil {
+            // The names leave the actor as they are; they are sorted outside it, off its loop.
+            let held = await session.client.withCache { Array($0.collections.keys) }.sorted()
+            absent = AbsentCollection(name: collectionName, held: held, publication: name)
+        }
+        let bytes = Self.queryBody(documents, count: count, absent: absent)
         let tag = "\"" + SHA256Digest.hex(bytes: bytes).prefix(32) + "\""
         var headers: HTTPFields = [
             .eTag: tag,

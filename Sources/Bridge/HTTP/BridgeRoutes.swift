@@ -89,8 +89,7 @@ struct BridgeRoutes: Sendable {
     /// 401 `login-lost` for a session whose login no longer holds upstream (it ends).
     func session(_ request: Request, _ context: BridgeRequestContext) async throws -> Session {
         guard let credential = RequestInput.credential(request) else {
-            throw BridgeError.unauthorized(
-                "no-session", "This call needs a session: create one with POST /v1/sessions and send its token as Authorization: Bearer")
+            throw BridgeError.unauthorized("no-session", Self.noSessionReason(authorization: request.headers[.authorization]))
         }
         let session: Session
         if SessionToken.isSessionToken(credential.token) {
@@ -104,6 +103,24 @@ struct BridgeRoutes: Sendable {
         try await registry.checkLogin(session)
         session.touch()
         return session
+    }
+
+    /// Why a request carries no credential, in words that say what to change: most often an
+    /// `Authorization` header without its `Bearer ` (never repeated: it may hold a token).
+    static func noSessionReason(authorization: String?) -> String {
+        let header = authorization.map { RequestInput.trimmed($0[...]) } ?? ""
+        if header.isEmpty {
+            return "This call needs a session: create one with POST /v1/sessions and send its token as Authorization: Bearer <token>"
+        }
+        if header.lowercased() == "bearer" {
+            return "The Authorization header says Bearer but holds no token (is the variable holding it set?): "
+                + "send Authorization: Bearer <token>, the token POST /v1/sessions answered"
+        }
+        if !header.contains(" ") {
+            return "The Authorization header holds a token without its scheme: add 'Bearer ' before it (Authorization: Bearer <token>)"
+        }
+        return "The Authorization header is not a Bearer token: send the session's token as Authorization: Bearer <token> "
+            + "(POST /v1/sessions makes a session)"
     }
 
     /// Plain REST clients holding a Meteor login token share one session keyed by its hash.
