@@ -73,6 +73,18 @@ def wait_ready(port, limit=30):
     return False
 
 
+def listening(port, limit=30):
+    """Whether something accepts connections on `port` within `limit` seconds."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
 def main():
     commands = first_screen()
     check("the README has a first screen of commands", bool(commands))
@@ -91,6 +103,7 @@ def main():
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=environment)]
     token, previous = None, ""
     try:
+        check("the stand-in app listens", listening(app))
         for command in commands:
             if command.startswith("ddp-bridge serve "):
                 argv = ["bash", "-c", "exec " + localize(command)]
