@@ -113,7 +113,10 @@ import Testing
             let ranges = (1...200).map { "{\"tags\":{\"$gt\":\(1_000_000 + $0)}}" }.joined(separator: ",")
             let expensive = try await h.request(.get, "/v1/collections/tasks?selector=" + urlEncoded("{\"$or\":[\(ranges)]}"), token: token)
             expectError(expensive, .unprocessableContent, "query-too-expensive")
-            #expect((expensive["details"]?["examined"]?.intValue ?? 99) <= 3, "\(expensive.text.prefix(300))")
+            // Refused before it went through every document: among the six (the demo's three tasks
+            // and the three long ones, in the hash map's order, which differs from run to run) it
+            // stopped inside a long one. Before, it ran through all six, 21.5 s against 2 s.
+            #expect((expensive["details"]?["examined"]?.intValue ?? 99) < 6, "\(expensive.text.prefix(300))")
             // 2,000 numbers that none of the 120,000 elements equals: one hashed lookup per element.
             let absent = (1...2_000).map { "-\($0)" }.joined(separator: ",")
             let hashed = try await h.request(
