@@ -38,9 +38,21 @@ class Fatal(Exception):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count):
+    """`count` distinct free ports: each socket stays bound until all are chosen (one closed
+    before the next was bound could be handed out twice, and HAProxy, binding with SO_REUSEPORT,
+    would then share one port between two fronts)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind((HOST, 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def port_open(port):

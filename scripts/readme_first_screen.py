@@ -38,10 +38,16 @@ def check(name, ok, detail=""):
         failed += 1
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_ports(count):
+    """`count` distinct free ports (each socket stays bound until all are chosen)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def first_screen():
@@ -90,7 +96,7 @@ def main():
     check("the README has a first screen of commands", bool(commands))
     if not commands:
         return 1
-    app, bridge = free_port(), free_port()
+    app, bridge = free_ports(2)
     elsewhere = tempfile.mkdtemp(prefix="ddp-bridge-first-screen-")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("DDP_BRIDGE_")}
 

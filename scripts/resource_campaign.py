@@ -53,10 +53,16 @@ BUDGET = 128 << 20
 MARGIN = 64 << 20
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+def free_ports(count):
+    """`count` distinct free ports (each socket stays bound until all are chosen)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind((HOST, 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def request(port, method, path, source, token=None, body=None, timeout=20):
@@ -424,7 +430,7 @@ class Campaign:
             connection.close()
 
     def run(self):
-        ddp_port, port = free_port(), free_port()
+        ddp_port, port = free_ports(2)
         self.start("demo-server", [self.binary, "demo-server", "--host", HOST, "--port", str(ddp_port)])
         bridge = self.start(
             "bridge",

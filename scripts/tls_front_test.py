@@ -35,7 +35,7 @@ import traceback
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from front_harness import HOST, Checks, Fatal, Processes, curl_events, free_port, login, port_open, request, spread, start_bridge, start_demo_server, wait_until  # noqa: E402
+from front_harness import HOST, Checks, Fatal, Processes, curl_events, free_ports, login, port_open, request, spread, start_bridge, start_demo_server, wait_until  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STREAMS = 10
@@ -156,7 +156,7 @@ class Test:
             with open(os.path.join(public, name), "w") as file:
                 file.write(text)
         ddp_port = start_demo_server(self.procs, self.bin, self.checks)
-        self.plain_port, self.tls_port = free_port(), free_port()
+        self.plain_port, self.tls_port = free_ports(2)
         origins = f"https://{HOST}:{self.tls_port},http://{HOST}:{self.plain_port}"
         self.bridges = {}
         for name in ("bridge-a", "bridge-b"):
