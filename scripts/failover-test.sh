@@ -26,29 +26,6 @@ export PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 export DDP_BRIDGE_BIN=${DDP_BRIDGE_BIN:-.build/debug/ddp-bridge}
 [ -x "$DDP_BRIDGE_BIN" ] || { echo "FAIL the bridge binary — $DDP_BRIDGE_BIN is missing (swift build --product ddp-bridge)"; exit 1; }
 
-work=$(mktemp -d /tmp/ddp-failover.XXXXXX)
-driver=""
-# Stops the driver (it stops its processes), then kills any process group it recorded that is
-# still there (the driver itself killed, or stuck), and removes the folder.
-cleanup() {
-    local code=$? pgid
-    trap - EXIT INT TERM
-    if [ -n "$driver" ] && kill -0 "$driver" 2>/dev/null; then
-        kill -TERM "$driver" 2>/dev/null || true
-        for _ in $(seq 1 100); do kill -0 "$driver" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$driver" 2>/dev/null || true
-    fi
-    if [ -f "$work/pids" ]; then
-        while read -r pgid; do
-            kill -0 -- "-$pgid" 2>/dev/null && kill -KILL -- "-$pgid" 2>/dev/null || true
-        done <"$work/pids"
-    fi
-    if [ -n "${FAILOVER_KEEP:-}" ]; then echo "failover: kept $work"; else rm -rf "$work"; fi
-    exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-timeout --kill-after=5 110 python3 scripts/failover_test.py --work "$work" --bin "$DDP_BRIDGE_BIN" &
-driver=$!
-wait "$driver"
+KEEP_WORK=${FAILOVER_KEEP:-}
+source scripts/driver.sh
+run_driver ddp-failover 110 python3 scripts/failover_test.py --bin "$DDP_BRIDGE_BIN"

@@ -15,27 +15,5 @@ ensure_packages nginx caddy curl python3
 export DDP_BRIDGE_BIN=${DDP_BRIDGE_BIN:-.build/debug/ddp-bridge}
 [ -x "$DDP_BRIDGE_BIN" ] || { echo "FAIL the bridge binary — $DDP_BRIDGE_BIN is missing"; exit 1; }
 
-work=$(mktemp -d /tmp/ddp-proxy-streams.XXXXXX)
-driver=""
-cleanup() {
-    local code=$? pgid
-    trap - EXIT INT TERM
-    if [ -n "$driver" ] && kill -0 "$driver" 2>/dev/null; then
-        kill -TERM "$driver" 2>/dev/null || true
-        for _ in $(seq 1 100); do kill -0 "$driver" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$driver" 2>/dev/null || true
-    fi
-    if [ -f "$work/pids" ]; then
-        while read -r pgid; do
-            kill -0 -- "-$pgid" 2>/dev/null && kill -KILL -- "-$pgid" 2>/dev/null || true
-        done <"$work/pids"
-    fi
-    rm -rf "$work"
-    exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-timeout --kill-after=5 120 python3 scripts/proxy_stream_test.py --work "$work" --bin "$DDP_BRIDGE_BIN" "$@" &
-driver=$!
-wait "$driver"
+source scripts/driver.sh
+run_driver ddp-proxy-streams 120 python3 scripts/proxy_stream_test.py --bin "$DDP_BRIDGE_BIN" "$@"

@@ -24,6 +24,8 @@ import tempfile
 import time
 import urllib.request
 
+from front_harness import free_ports
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.abspath(os.environ.get("DDP_BRIDGE_BIN", os.path.join(ROOT, ".build/debug/ddp-bridge")))
 passed, failed = 0, 0
@@ -36,18 +38,6 @@ def check(name, ok, detail=""):
         passed += 1
     else:
         failed += 1
-
-
-def free_ports(count):
-    """`count` distinct free ports (each socket stays bound until all are chosen)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def first_screen():

@@ -46,24 +46,14 @@ import threading
 import time
 import urllib.parse
 
+from front_harness import free_ports
+
 HOST = "127.0.0.1"
 ATTACKER, OTHER, WORKER = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 LATENESS_LIMIT = 0.05
 PROBE_LIMIT = 0.1
 BUDGET = 128 << 20
 MARGIN = 64 << 20
-
-
-def free_ports(count):
-    """`count` distinct free ports (each socket stays bound until all are chosen)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind((HOST, 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def request(port, method, path, source, token=None, body=None, timeout=20):

@@ -20,27 +20,5 @@ venv=.build/pyenv
 "$venv/bin/python" -c "import selenium" >/dev/null 2>&1 \
     || "$venv/bin/pip" install --quiet --disable-pip-version-check selenium==4.51.0
 
-work=$(mktemp -d /tmp/ddp-tls-front.XXXXXX)
-driver=""
-cleanup() {
-    local code=$? pgid
-    trap - EXIT INT TERM
-    if [ -n "$driver" ] && kill -0 "$driver" 2>/dev/null; then
-        kill -TERM "$driver" 2>/dev/null || true
-        for _ in $(seq 1 100); do kill -0 "$driver" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$driver" 2>/dev/null || true
-    fi
-    if [ -f "$work/pids" ]; then
-        while read -r pgid; do
-            kill -0 -- "-$pgid" 2>/dev/null && kill -KILL -- "-$pgid" 2>/dev/null || true
-        done <"$work/pids"
-    fi
-    rm -rf "$work"
-    exit "$code"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-timeout --kill-after=5 150 "$venv/bin/python" scripts/tls_front_test.py --work "$work" --bin "$DDP_BRIDGE_BIN" &
-driver=$!
-wait "$driver"
+source scripts/driver.sh
+run_driver ddp-tls-front 150 "$venv/bin/python" scripts/tls_front_test.py --bin "$DDP_BRIDGE_BIN"
