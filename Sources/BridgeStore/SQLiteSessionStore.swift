@@ -1,3 +1,4 @@
+import DDP
 import Foundation
 import Logging
 import NIOCore
@@ -26,7 +27,7 @@ package final class SQLiteSessionStore: SessionStore {
     /// The store has a thread of its own: a call waiting on the file's lock (`busy_timeout`, while
     /// another process holds it) blocks that thread, and on the process-wide pool (two threads on
     /// two cores) it held up every other user of that pool.
-    package static func open(folder: String, logger: Logger) async throws -> SQLiteSessionStore {
+    package static func open(folder: String, busyTimeout: Duration = .seconds(2), logger: Logger) async throws -> SQLiteSessionStore {
         let path = try preparePath(folder: folder)
         let threadPool = NIOThreadPool(numberOfThreads: 1)
         threadPool.start()
@@ -41,7 +42,8 @@ package final class SQLiteSessionStore: SessionStore {
         let store = SQLiteSessionStore(path: path, connection: connection, threadPool: threadPool)
         do {
             // Another process on the same file (an old container still stopping) waits, not fails.
-            _ = try await connection.query("PRAGMA busy_timeout = 2000", [])
+            let milliseconds = min(max(1, busyTimeout.wholeMilliseconds), Int64(Int32.max))
+            _ = try await connection.query("PRAGMA busy_timeout = \(milliseconds)", [])
             _ = try await connection.query("PRAGMA journal_mode = WAL", [])
             try await store.prepare()
         } catch {

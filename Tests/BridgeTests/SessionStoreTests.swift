@@ -485,7 +485,14 @@ import Testing
         let key = SessionKey.random()
         try await Self.withUpstream { upstream, url in
             let kept = LockedState<(String, Int)>(("", 0))
-            try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
+            let storing = Self.storing(in: folder, key: key)
+            // The first write waits for the lock as long as the burst takes to arrive (seconds on a
+            // loaded machine); with the 3 s default it could fail, and the burst go unsaved.
+            let patient: @Sendable (inout BridgeConfiguration) -> Void = {
+                storing(&$0)
+                $0.storeTimeout = .seconds(60)
+            }
+            try await BridgeHarness.run(upstreamURL: url, configure: patient) { h in
                 let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
                 let before = metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_session_store_saves_total") ?? 0
                 let port = try #require(h.client.port)
@@ -526,6 +533,52 @@ import Testing
             try await BridgeHarness.run(upstreamURL: url, configure: Self.storing(in: folder, key: key)) { h in
                 let session = try await h.request(.get, "/v1/session", token: token)
                 #expect(session["subscriptions"]?.arrayValue?.count == count, "\(session.text.prefix(300))")
+            }
+        }
+    }
+
+    /// A subscribe while the store failed (another process held its lock past `--store-timeout`)
+    /// was kept in memory only, and the store was left alone for a few seconds after; a bridge
+    /// stopping within those seconds skipped its last saves, so the next life resumed the session
+    /// without the subscription. The last saves now try the store again.
+    @Test func aSessionChangedWhileTheStoreFailedIsSavedWhenTheBridgeStops() async throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let key = SessionKey.random()
+        let storing = Self.storing(in: folder, key: key)
+        try await Self.withUpstream { _, url in
+            let kept = LockedState("")
+            try await BridgeHarness.run(
+                upstreamURL: url,
+                configure: {
+                    storing(&$0)
+                    $0.storeTimeout = .milliseconds(300)
+                    $0.subscriptionLinger = .seconds(10)  // a sweep a second, not one per 100 ms
+                }
+            ) { h in
+                let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+                // The hourly purge is done before the lock is taken: one that succeeded after it
+                // was let go would say the store answers again, and hide what this test is about.
+                await h.registry.sweepOnce()
+                let errorsBefore =
+                    metricSample(try await h.request(.get, "/metrics").text, #"ddp_bridge_session_store_errors_total{operation="save"}"#) ?? 0
+                let (holder, pool) = try await Self.fileHolder(folder)
+                defer { pool.shutdownGracefully { _ in } }
+                _ = try await holder.query("BEGIN IMMEDIATE", [])
+                let created = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+                #expect(created.status == .created, "the store failing is not the client's error")
+                _ = try await holder.query("COMMIT", [])
+                try await holder.close()
+                let errorsAfter =
+                    metricSample(try await h.request(.get, "/metrics").text, #"ddp_bridge_session_store_errors_total{operation="save"}"#) ?? 0
+                #expect(errorsAfter > errorsBefore, "the save failed while the lock was held")
+                kept.withLock { $0 = token }
+            }
+            let token = kept.withLock { $0 }
+            try await BridgeHarness.run(upstreamURL: url, configure: storing) { h in
+                let session = try await h.request(.get, "/v1/session", token: token)
+                #expect(session.status == .ok)
+                #expect(session["subscriptions"]?.arrayValue?.count == 1, "\(session.text.prefix(300))")
             }
         }
     }

@@ -131,6 +131,9 @@ public struct BridgeConfiguration: Sendable {
     /// How often a stored session held here is looked up before it serves, so one that another
     /// replica ended ends here too.
     public var storeCheckInterval: Duration = .seconds(2)
+    /// How long one operation of the store may take before it counts as failed (the embedded
+    /// store waits up to two thirds of it for a lock another process holds).
+    public var storeTimeout: Duration = .seconds(3)
     /// Seals the Meteor login tokens a store keeps; without it, sessions stay in memory only.
     public var sessionKey: SessionKey?
 

@@ -363,6 +363,10 @@ public struct Settings: Sendable {
             "store-check-interval",
             "Seconds between looks at the store for a stored session held here, so one another replica ended ends here too",
             \.configuration.storeCheckInterval, minimum: 0.05),
+        seconds(
+            "store-timeout",
+            "Seconds one session store operation may take before it counts as failed (sessions then go on in memory)",
+            \.configuration.storeTimeout, minimum: 0.1),
         custom(
             "cookie-secure",
             "When the session cookie carries Secure: auto (when a trusted proxy says X-Forwarded-Proto: https), always or never",

@@ -77,7 +77,8 @@ public final class SessionRegistry: Service, Sendable {
         self.budget = MemoryBudget(configuration: configuration)
         if let key = configuration.sessionKey, configuration.sessionStore != .memory {
             persistence = SessionPersistence(
-                choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, logger: logger, metrics: metrics,
+                choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, timeout: configuration.storeTimeout,
+                logger: logger, metrics: metrics,
                 eventLoopGroup: configuration.eventLoopGroup)
         } else {
             persistence = nil
@@ -408,6 +409,9 @@ public final class SessionRegistry: Service, Sendable {
     /// in the store: it is saved as it is, for the next start or another replica).
     func endAll(reason: String, stored: StoredEnd = .tombstone) async {
         let all = state.withLock { Array($0.sessions.values) }
+        // The last saves try the store even within its pause after a failure: a session changed
+        // while the store was failing is written now, or its next life resumes an older one.
+        if stored == .keep, let persistence { await persistence.tryAgainNow() }
         await withDiscardingTaskGroup { group in
             for session in all {
                 group.addTask {

@@ -36,24 +36,27 @@ actor SessionPersistence {
     private let errors: (String) -> CoreMetrics.Counter
     private let up: CoreMetrics.Gauge
 
-    static let deadline: Duration = .seconds(3)
+    /// Each operation's deadline (`--store-timeout`).
+    private let timeout: Duration
     static let pause: Duration = .seconds(5)
 
     init(
-        choice: SessionStoreChoice, key: SessionKey, dataDirectory: String, logger: Logger, metrics: BridgeMetrics,
+        choice: SessionStoreChoice, key: SessionKey, dataDirectory: String, timeout: Duration, logger: Logger, metrics: BridgeMetrics,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
         let loop = eventLoopGroup.any()
         self.init(
-            name: choice.description, opener: Self.opener(for: choice, dataDirectory: dataDirectory, logger: logger, loop: loop), key: key,
-            logger: logger, metrics: metrics, loop: loop)
+            name: choice.description,
+            opener: Self.opener(for: choice, dataDirectory: dataDirectory, timeout: timeout, logger: logger, loop: loop), key: key,
+            timeout: timeout, logger: logger, metrics: metrics, loop: loop)
     }
 
     init(
-        name: String, opener: Opener?, key: SessionKey, logger: Logger, metrics: BridgeMetrics,
+        name: String, opener: Opener?, key: SessionKey, timeout: Duration = .seconds(3), logger: Logger, metrics: BridgeMetrics,
         loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
     ) {
         self.loop = loop
+        self.timeout = timeout
         self.name = name
         self.opener = opener
         self.key = key
@@ -62,21 +65,25 @@ actor SessionPersistence {
         self.up = metrics.storeUp
     }
 
-    private static func opener(for choice: SessionStoreChoice, dataDirectory: String, logger: Logger, loop: any EventLoop) -> Opener? {
+    private static func opener(
+        for choice: SessionStoreChoice, dataDirectory: String, timeout: Duration, logger: Logger, loop: any EventLoop
+    ) -> Opener? {
         switch choice {
         case .memory:
             return nil
         case .sqlite:
             return {
-                try await withDeadline("open", on: loop, discardLate: { await $0.shutdown() }) {
-                    try await SQLiteSessionStore.open(folder: dataDirectory, logger: logger)
+                // The file's lock is waited for up to two thirds of the deadline, so a store busy
+                // with another process fails as busy, not as late.
+                try await withDeadline("open", on: loop, limit: timeout, discardLate: { await $0.shutdown() }) {
+                    try await SQLiteSessionStore.open(folder: dataDirectory, busyTimeout: timeout * 2 / 3, logger: logger)
                 }
             }
         case .postgres(let location):
             return {
                 let postgres = PostgresSessionStore(location: location, logger: logger)
                 do {
-                    try await withDeadline("open", on: loop) { try await postgres.prepare() }
+                    try await withDeadline("open", on: loop, limit: timeout) { try await postgres.prepare() }
                 } catch {
                     await postgres.shutdown()
                     throw error
@@ -132,6 +139,9 @@ actor SessionPersistence {
         }
     }
 
+    /// Ends the pause after a failure: the next operation tries the store.
+    func tryAgainNow() { downUntil = nil }
+
     private func succeeded() {
         if downUntil != nil {
             downUntil = nil
@@ -145,7 +155,7 @@ actor SessionPersistence {
         guard let store = await open() else { return nil }
         if let downUntil, ContinuousClock.now < downUntil { return nil }
         do {
-            let value = try await Self.withDeadline(operation, on: loop) { try await body(store) }
+            let value = try await Self.withDeadline(operation, on: loop, limit: timeout) { try await body(store) }
             succeeded()
             return value
         } catch is CancellationError {
@@ -204,12 +214,12 @@ actor SessionPersistence {
 
     private static func context(_ tokenHash: String) -> [UInt8] { Array("ddp-bridge session \(tokenHash)".utf8) }
 
-    /// `body`'s value, or ``SessionStoreError/timedOut(_:)`` after ``deadline``; the body is
+    /// `body`'s value, or ``SessionStoreError/timedOut(_:)`` after `limit`; the body is
     /// cancelled then and its late result dropped (a store call that ignores cancellation cannot
     /// hold up the caller).
     /// A value that arrives too late goes to `discardLate` (a store opened after its deadline is closed).
     static func withDeadline<T: Sendable>(
-        _ operation: String, on loop: any EventLoop, limit: Duration = deadline, discardLate: (@Sendable (T) async -> Void)? = nil,
+        _ operation: String, on loop: any EventLoop, limit: Duration, discardLate: (@Sendable (T) async -> Void)? = nil,
         _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let outcome = OneShot<Result<T, any Error>>()
