@@ -13,7 +13,8 @@ let package = Package(
         .executable(name: "ddp-bridge", targets: ["ddp-bridge"]),
         .library(name: "DDP", targets: ["DDP"]),
         .library(name: "DDPClient", targets: ["DDPClient"]),
-        .library(name: "DDPServer", targets: ["DDPServer"])
+        .library(name: "DDPServer", targets: ["DDPServer"]),
+        .library(name: "Timing", targets: ["Timing"])
     ],
     dependencies: [
         // Pinned to 2.28.x: the bridge's request loop follows HummingbirdCore's (ProbingHTTP1Channel;
@@ -50,11 +51,21 @@ let package = Package(
             dependencies: ["CLibCrypto", .product(name: "HashTreeCollections", package: "swift-collections")],
             swiftSettings: swiftSettings
         ),
+        // The one clock (instants, timers, sleeps; a driven one for tests) and the deadline primitive.
+        .target(
+            name: "Timing",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio")
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The WebSocket shell around the DDP state machine.
         .target(
             name: "DDPClient",
             dependencies: [
                 "DDP",
+                "Timing",
                 .product(name: "WSCore", package: "swift-websocket"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -109,6 +120,7 @@ let package = Package(
                 "CLibCrypto",
                 "DDPClient",
                 "BridgeStore",
+                "Timing",
                 .product(name: "HashTreeCollections", package: "swift-collections"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -211,6 +223,7 @@ let package = Package(
                 "BridgeStore",
                 "DDPServer",
                 "FaultKit",
+                "Timing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -244,6 +257,7 @@ let package = Package(
                 "DDPClient",
                 "DDPServer",
                 "FaultKit",
+                "Timing",
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -17,4 +17,12 @@ extension Duration {
         let (sum, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
         return overflow || overflowAgain ? (seconds < 0 ? .min : .max) : sum
     }
+
+    /// Whole nanoseconds; saturates at `Int64`'s bounds instead of trapping.
+    package var wholeNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (sum, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return overflow || overflowAgain ? (seconds < 0 ? .min : .max) : sum
+    }
 }

@@ -4,6 +4,7 @@ public import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Timing
 
 /// A DDP client connection over a WebSocket: the I/O shell around
 /// ``DDP/DDPConnectionStateMachine``. From ``start(whenStopped:)`` until ``close(reason:)`` it connects, reconnects
@@ -37,13 +38,13 @@ public actor DDPClient {
     struct MethodWaiter {
         let completion: Completion
         let continuation: CheckedContinuation<EJSON?, any Error>
-        let timer: Scheduled<Void>?
+        let timer: BridgeClock.Timer?
     }
 
     struct ReadyWaiter {
         let number: Int
         let continuation: CheckedContinuation<Void, any Error>
-        let timer: Scheduled<Void>?
+        let timer: BridgeClock.Timer?
     }
 
     public let options: DDPClientOptions
@@ -63,7 +64,7 @@ public actor DDPClient {
     private var reconnectDelay: Duration?
     private var closed = false
     /// The pause between attempts: what follows it, run by its timer or at once by ``close(reason:)``.
-    private var pause: (next: @Sendable (isolated DDPClient) -> Void, timer: Scheduled<Void>?)?
+    private var pause: (next: @Sendable (isolated DDPClient) -> Void, timer: BridgeClock.Timer?)?
     /// The pause is a backoff after a drop (which the upstream's return, or a request, may cut
     /// short), not the pacer's slot.
     private var inBackoff = false
@@ -75,7 +76,7 @@ public actor DDPClient {
     /// The channel of the attempt in progress, closed from outside when the client closes.
     private var attempt: ChannelHandle?
     /// Drives ``DDP/DDPConnectionStateMachine/tick(at:)`` while a transport is open.
-    private var ticker: RepeatedTask?
+    private var ticker: RepeatingTimer?
     /// Warnings an upstream can repeat with every message, held back (``warn(_:_:metadata:at:)``).
     private var warnings = WarningThrottle<RepeatedWarning>(interval: DDPClient.warningInterval)
     enum RepeatedWarning: Hashable { case unreadableMessage, protocolError }
@@ -116,7 +117,7 @@ public actor DDPClient {
         guard !fields.isEmpty else { return await collection(name) }
         guard var (collection, builds) = await indexing(name, fields: fields) else { return nil }
         for build in builds {
-            let index = FieldIndex(field: build.field, documents: collection.documents, at: .now)
+            let index = FieldIndex(field: build.field, documents: collection.documents, at: options.clock.now)
             collection.use(index)
             if build.canBeKept { await keep(index, in: name, build: build, builtFrom: collection.documents) }
         }
@@ -124,11 +125,11 @@ public actor DDPClient {
     }
 
     private func indexing(_ name: String, fields: [String]) -> (collection: DocumentCache.Collection, builds: [IndexBuild])? {
-        machine.indexing(name, fields: fields, at: .now)
+        machine.indexing(name, fields: fields, at: options.clock.now)
     }
 
     private func keep(_ index: FieldIndex, in name: String, build: IndexBuild, builtFrom documents: DocumentMap) {
-        machine.keep(index, in: name, build: build, builtFrom: documents, at: .now)
+        machine.keep(index, in: name, build: build, builtFrom: documents, at: options.clock.now)
     }
     public var userID: String? { machine.userID }
     public var loginToken: String? { machine.loginToken }
@@ -238,7 +239,8 @@ public actor DDPClient {
             let sslContext = try makeTLSConfiguration(target).map { try NIOSSLContext(configuration: $0) }
             let upstream = UpstreamChannel(
                 target: target, headers: options.handshakeHeaders, compression: options.compression, maxMessageSize: maxSize,
-                sslContext: sslContext, handshakeTimeout: options.protocolConfiguration.connectTimeout, handle: handle, client: self
+                sslContext: sslContext, handshakeTimeout: options.protocolConfiguration.connectTimeout, clock: options.clock, handle: handle,
+                client: self
             )
             ended = upstream.connect(on: eventLoop, logger: logger)
         } catch {
@@ -271,7 +273,7 @@ public actor DDPClient {
         ticker?.cancel()
         ticker = nil
         transport = nil
-        perform(machine.transportClosed(at: .now, unit: Double.random(in: 0..<1), failure: failure))
+        perform(machine.transportClosed(at: options.clock.now, unit: Double.random(in: 0..<1), failure: failure))
         guard !closed, let delay = reconnectDelay else { return stop() }
         reconnectDelay = nil
         backOff(for: delay) { client in
@@ -321,22 +323,22 @@ public actor DDPClient {
     func transportOpened(_ channel: any Channel) {
         transport = channel
         // Heartbeats and deadlines: a NIO repeated timer on this loop while the transport is open.
-        let tick = TimeAmount(max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration)))
+        let tick = max(.milliseconds(5), Self.tickInterval(options.protocolConfiguration))
         ticker?.cancel()
-        ticker = eventLoop.scheduleRepeatedTask(initialDelay: tick, delay: tick) { [weak self] _ in
+        ticker = options.clock.repeating(every: tick, on: eventLoop) { [weak self] in
             self?.assumeIsolated { $0.tick() }
         }
         if closed { attempt?.close() }
-        perform(machine.transportOpened(at: .now))
+        perform(machine.transportOpened(at: options.clock.now))
     }
 
-    private func tick() { perform(machine.tick(at: .now)) }
+    private func tick() { perform(machine.tick(at: options.clock.now)) }
 
     /// One whole message from the WebSocket (called by its channel, on this loop). One from a
     /// channel that is no longer this client's transport (an earlier attempt's) is dropped.
     func transportReceived(_ message: ByteBuffer, on channel: any Channel) {
         guard channel === transport else { return }
-        let now = ContinuousClock.now
+        let now = options.clock.now
         let decoded = Result {
             try message.withUnsafeReadableBytes { try ServerMessage.decode(EJSONParser.parse($0.bindMemory(to: UInt8.self))) }
         }
@@ -362,10 +364,10 @@ public actor DDPClient {
 
     // MARK: - Timers
 
-    /// One NIO scheduled task per deadline (``NIOCore/EventLoop/scheduleDeadline(after:_:)``) on
-    /// this client's loop; when it fires, `body` runs on the actor there, with no task.
-    private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> Scheduled<Void>? {
-        timeout.map { delay in eventLoop.scheduleDeadline(after: delay) { self.assumeIsolated(body) } }
+    /// One timer per deadline, on the options' clock (``Timing/BridgeClock/schedule(after:on:_:)``)
+    /// and this client's loop; when it fires, `body` runs on the actor there, with no task.
+    private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> BridgeClock.Timer? {
+        timeout.map { delay in options.clock.schedule(after: delay, on: eventLoop) { self.assumeIsolated(body) } }
     }
 
     /// Runs `body` on the actor from outside it (a cancellation handler), as one job of the loop.

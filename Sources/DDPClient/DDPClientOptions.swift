@@ -1,5 +1,6 @@
 public import DDP
 public import HTTPTypes
+public import Timing
 
 /// Where and how a ``DDPClient`` connects: the URL, transport options and protocol settings.
 public struct DDPClientOptions: Sendable {
@@ -31,6 +32,8 @@ public struct DDPClientOptions: Sendable {
     /// Logs why attempts fail, once per change of cause; shared by the connections of a process
     /// (by default each client has its own).
     public var failureLog: UpstreamFailureLog
+    /// Where the client reads the time and sets its timers (a driven clock in tests).
+    public var clock: BridgeClock
 
     public init(
         url: String,
@@ -40,8 +43,10 @@ public struct DDPClientOptions: Sendable {
         maxMessageSize: Int = 16 << 20,
         handshakeHeaders: HTTPFields = [:],
         pacer: ReconnectPacer = .unlimited,
-        failureLog: UpstreamFailureLog = UpstreamFailureLog()
+        failureLog: UpstreamFailureLog = UpstreamFailureLog(),
+        clock: BridgeClock = .system
     ) {
+        self.clock = clock
         self.pacer = pacer
         self.failureLog = failureLog
         self.url = url

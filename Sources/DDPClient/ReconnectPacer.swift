@@ -1,5 +1,6 @@
 import DDP
 import NIOConcurrencyHelpers
+public import Timing
 
 /// A process-wide token bucket for reconnect attempts: after an upstream outage every session
 /// wants to come back at once, and this spreads them out to at most `rate` attempts a second
@@ -13,22 +14,27 @@ import NIOConcurrencyHelpers
 public final class ReconnectPacer: Sendable {
     public let rate: Double
     public let burst: Double
+    private let clock: BridgeClock
     private let state: NIOLockedValueBox<(tokens: Double, updated: ContinuousClock.Instant)>
     /// Connections in a backoff, by an identifier of their choice: what wakes each.
     private let waiting = NIOLockedValueBox<[ObjectIdentifier: @Sendable () -> Void]>([:])
 
     /// `rate` attempts a second, `burst` at once; both at least 1 (`rate` ≤ 0 means unpaced).
-    public init(rate: Double, burst: Int) {
+    public init(rate: Double, burst: Int, clock: BridgeClock = .system) {
         self.rate = rate.isFinite ? rate : 0
         self.burst = Double(max(burst, 1))
-        self.state = NIOLockedValueBox((Double(max(burst, 1)), .now))
+        self.clock = clock
+        self.state = NIOLockedValueBox((Double(max(burst, 1)), clock.now))
     }
 
     /// No pacing at all.
     public static let unlimited = ReconnectPacer(rate: 0, burst: 1)
 
     /// Takes a slot; returns how long to wait before using it (zero when one is free now).
-    public func reserve(now: ContinuousClock.Instant = .now) -> Duration {
+    public func reserve() -> Duration { reserve(now: clock.now) }
+
+    /// The same, at `now` (a test's instant).
+    public func reserve(now: ContinuousClock.Instant) -> Duration {
         guard rate > 0 else { return .zero }
         return state.withLockedValue { state in
             let elapsed = max(0, (now - state.updated).seconds)

@@ -98,13 +98,3 @@ func metricSample(_ text: String, _ prefix: String) -> Double? {
     }
     return nil
 }
-
-/// A clock a test moves forward by hand (and that flows as usual meanwhile): idle expiry,
-/// linger and store checks are reached by a jump and one sweep, not by a wait.
-final class TestClock: Sendable {
-    private let offset = NIOLockedValueBox<Duration>(.zero)
-
-    var clock: BridgeClock { BridgeClock { ContinuousClock.now + self.offset.withLockedValue { $0 } } }
-
-    func advance(by amount: Duration) { offset.withLockedValue { $0 += amount } }
-}

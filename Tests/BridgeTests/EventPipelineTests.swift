@@ -2,6 +2,7 @@ import DDP
 import HashTreeCollections
 import NIOCore
 import Testing
+import Timing
 
 @testable import Bridge
 
@@ -120,7 +121,7 @@ import Testing
             held += hub.documents([c], now: t0 + .milliseconds(n))
         }
         #expect(held.isEmpty)
-        #expect(hub.deadline == t0 + .milliseconds(5))
+        #expect(hub.deadline(now: t0 + .milliseconds(3)) == t0 + .milliseconds(5))
         #expect(hub.flushIfDue(now: t0 + .milliseconds(4)).isEmpty)
         let flushed = hub.flushIfDue(now: t0 + .milliseconds(5))
         #expect(flushed.count == 1)
@@ -141,7 +142,7 @@ import Testing
     /// with the log position.
     @Test func snapshotFramesAreWhatTheClientReads() {
         let documents: TreeDictionary<String, EJSONObject> = ["a1": ["title": "x", "n": 1], "~7": [:]]
-        let walk = SnapshotWalk(collections: [("tasks", documents)], filter: StreamFilter(), emits: true, limit: .seconds(1))
+        let walk = SnapshotWalk(collections: [("tasks", documents)], filter: StreamFilter(), emits: true, limit: .seconds(1), clock: .system)
         var prelude = StreamPrelude(
             head: [ByteBuffer(bytes: SSEFrame.encode(id: nil, event: "reset", data: ["reason": "resume-too-old"]))], walk: walk, marker: 9)
         var frames: [String] = []

@@ -2,6 +2,7 @@ import DDP
 import DDPServer
 import HTTPTypes
 import Testing
+import Timing
 
 @testable import Bridge
 
@@ -123,10 +124,10 @@ import Testing
     }
 
     @Test func idleSessionsExpireWithAClearReason() async throws {
-        let time = TestClock()
+        let time = BridgeClock.driven()
         try await BridgeHarness.run(configure: {
             $0.sessionIdleTimeout = .seconds(600)
-            $0.clock = time.clock
+            $0.clock = time
         }) { h in
             let (token, _) = try await h.session()
             time.advance(by: .seconds(599))

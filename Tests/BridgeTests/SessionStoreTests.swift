@@ -160,7 +160,7 @@ import Testing
         let closes = LockedState(0)
         await #expect(throws: SessionStoreError.self) {
             try await SessionPersistence.withDeadline(
-                "open", on: MultiThreadedEventLoopGroup.singleton.any(), limit: .milliseconds(100), discardLate: { await $0.shutdown() }
+                "open", .milliseconds(100), on: MultiThreadedEventLoopGroup.singleton.any(), discardLate: { await $0.shutdown() }
             ) {
                 await Self.sleepIgnoringCancellation(.milliseconds(300))
                 return CountingStore(closes: closes)
@@ -168,7 +168,7 @@ import Testing
         }
         try await eventually("the late store closed", timeout: .seconds(5)) { closes.withLock { $0 } == 1 }
         let onTime = try await SessionPersistence.withDeadline(
-            "open", on: MultiThreadedEventLoopGroup.singleton.any(), limit: .seconds(5), discardLate: { await $0.shutdown() }
+            "open", .seconds(5), on: MultiThreadedEventLoopGroup.singleton.any(), discardLate: { await $0.shutdown() }
         ) {
             CountingStore(closes: closes)
         }

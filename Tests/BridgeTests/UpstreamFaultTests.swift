@@ -6,6 +6,7 @@ import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
 import Testing
+import Timing
 
 @testable import Bridge
 
@@ -257,12 +258,12 @@ import Testing
     @Test func sessionsExpiringTogetherEndTogether() async throws {
         let upstream = Self.upstreamThatNeverAnswers("logout")
         try await upstream.start()
-        let time = TestClock()
+        let time = BridgeClock.driven()
         try await BridgeHarness.run(
             upstreamURL: upstream.url,
             configure: {
                 $0.sessionIdleTimeout = .seconds(60)
-                $0.clock = time.clock
+                $0.clock = time
             }
         ) { bridge in
             var tokens: [String] = []

@@ -2,10 +2,12 @@ public import DDP
 public import DDPClient
 public import NIOCore
 import NIOPosix
+public import Timing
 
 /// Every setting of the bridge, with production defaults.
 public struct BridgeConfiguration: Sendable {
-    /// The time the session layer reads (not a setting: tests pass a clock they move).
+    /// The one clock of the bridge: instants, timers and sleeps (not a setting: tests pass a
+    /// driven clock they move).
     public var clock: BridgeClock = .system
     /// The event loops the bridge runs on: its HTTP server, every upstream connection (a
     /// session's client and its timers share one loop), the store's timers. Not a setting.

@@ -15,9 +15,9 @@ public struct EventPipeline: Sendable {
     }
 
     /// When the pending batch must go out (`nil`: nothing pending).
-    public var deadline: ContinuousClock.Instant? {
+    public func deadline(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
         guard !batch.isEmpty else { return nil }
-        return (lastFlush ?? .now) + window
+        return (lastFlush ?? now) + window
     }
 
     /// Document changes from upstream; returns the events to deliver now (possibly none, when batched).
@@ -29,7 +29,7 @@ public struct EventPipeline: Sendable {
 
     /// Flushes the batch when its window is over.
     public mutating func flushIfDue(now: ContinuousClock.Instant) -> [SessionEvent] {
-        guard let deadline, now >= deadline else { return [] }
+        guard let deadline = deadline(now: now), now >= deadline else { return [] }
         return flush(now: now)
     }
 

@@ -1,6 +1,7 @@
 import CoreMetrics
 public import DDP
 import NIOCore
+import Timing
 
 /// What a stream delivers: some collections, one document, or a live query over one collection.
 public struct StreamFilter: Sendable {
@@ -82,11 +83,16 @@ final class EventStream: Sendable {
 
     /// How long a prelude may wait on a reader that takes nothing (``StreamHandOff``).
     let stallTimeout: Duration
+    /// Where its writer's timers run.
+    let clock: BridgeClock
 
-    init(filter: StreamFilter, limit: Int, stallTimeout: Duration = .seconds(30), counters: StreamCounters? = nil) {
+    init(
+        filter: StreamFilter, limit: Int, stallTimeout: Duration = .seconds(30), clock: BridgeClock = .system, counters: StreamCounters? = nil
+    ) {
         self.filter = filter
         self.limit = limit
         self.stallTimeout = stallTimeout
+        self.clock = clock
         self.counters = counters
         self.state = LockedState(State())
     }

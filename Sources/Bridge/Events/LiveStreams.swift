@@ -1,6 +1,7 @@
 import DDP
 import DDPClient
 import NIOCore
+import Timing
 
 /// The event streams their connections' event loops write (``StreamHandOff``). No request task
 /// holds them (the HTTP server does not wait for them), so the bridge's shutdown reaches them
@@ -16,6 +17,9 @@ final class LiveStreams: Sendable {
     static let shuttingDown = SSEFrame.lastError("shutting-down", "The bridge is shutting down; reconnect with Last-Event-ID")
 
     private let state = LockedState(State())
+    private let clock: BridgeClock
+
+    init(clock: BridgeClock = .system) { self.clock = clock }
 
     /// Counts `stream` until `closed` completes (its connection's close); ends it at once when
     /// shutdown has begun.
@@ -45,7 +49,7 @@ final class LiveStreams: Sendable {
         // Whichever comes first: every close, or the deadline.
         let done = OneShot<Bool>()
         EventLoopFuture.andAllComplete(closes, on: loop).whenComplete { _ in done.resolve(true) }
-        let timer = loop.scheduleDeadline(after: limit) { done.resolve(false) }
+        let timer = clock.schedule(after: limit, on: loop) { done.resolve(false) }
         _ = await done.value
         timer.cancel()
     }

@@ -1,6 +1,7 @@
 import DDP
 import HashTreeCollections
 import NIOCore
+import Timing
 
 /// What a stream starts with, before any live frame: a replay of the session's log from a resume
 /// position, or a reset, a snapshot of the matching documents and its marker. It is a cursor, not
@@ -106,8 +107,11 @@ struct SnapshotWalk: Sendable {
     /// Matching time spent so far, against `limit` (the query time budget).
     private(set) var spent: Duration = .zero
     let limit: Duration
+    /// What the matching time is read from.
+    let clock: BridgeClock
 
-    init(collections: [(name: String, documents: Documents)], filter: StreamFilter, emits: Bool, limit: Duration) {
+    init(collections: [(name: String, documents: Documents)], filter: StreamFilter, emits: Bool, limit: Duration, clock: BridgeClock) {
+        self.clock = clock
         self.collections = collections
         self.filter = filter
         self.emits = emits
@@ -126,7 +130,7 @@ struct SnapshotWalk: Sendable {
     /// clock is read every few units of work (``Selector/Work``), inside a document too.
     mutating func step(into out: inout [ByteBuffer], bytes: inout Int, budget: Int, slice: Duration) -> Outcome {
         guard !isFinished else { return .finished }
-        let clock = ContinuousClock()
+        let clock = self.clock
         let started = clock.now
         let (before, limit) = (spent, self.limit)
         var work = Selector.Work(every: 256) { before + (clock.now - started) > limit }

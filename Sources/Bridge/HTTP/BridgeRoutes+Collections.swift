@@ -23,7 +23,8 @@ extension BridgeRoutes {
         // condition of the selector names (built on first use, kept by the connection's changes).
         // The scan runs outside the actor.
         let collection = await session.client.collection(name, indexing: query.fieldToIndex.map { [$0] } ?? [])
-        let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
+        let (documents, count) = try await query.run(
+            on: collection, budget: QueryBudget(time: configuration.queryTimeBudget, clock: configuration.clock))
         // An empty answer says whether it means anything: a collection the session holds no
         // document of (a typo, or nothing subscribed yet) is named as such.
         var absent: AbsentCollection?

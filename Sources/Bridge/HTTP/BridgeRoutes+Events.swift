@@ -31,7 +31,7 @@ extension BridgeRoutes {
         let ownedID = subscription?.id
         let stream = EventStream(
             filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
-            counters: registry.metrics.sessionStreams)
+            clock: configuration.clock, counters: registry.metrics.sessionStreams)
         do {
             try await session.attach(stream, start: start)
         } catch {

@@ -2,6 +2,7 @@ import CoreMetrics
 import DDP
 import DDPClient
 import Hummingbird
+import Timing
 
 extension BridgeRoutes {
     /// `POST /v1/methods/{name}`: body a JSON array of EJSON params. Answers after `result` and
@@ -26,8 +27,8 @@ extension BridgeRoutes {
         let atMostOnce = try RequestInput.flag(request, "atMostOnce") ?? false
         let session = try await session(request, context)
         try await session.waitUntilConnected(timeout: min(timeout, configuration.connectTimeout))
-        let started = ContinuousClock.now
-        defer { registry.metrics.methodDuration.recordNanoseconds(Int64((ContinuousClock.now - started).seconds * 1e9)) }
+        let started = configuration.clock.now
+        defer { registry.metrics.methodDuration.recordNanoseconds((configuration.clock.now - started).wholeNanoseconds) }
         let call = {
             try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
         }

@@ -24,7 +24,7 @@ extension BridgeRoutes {
         let before: UInt64
         let stream = EventStream(
             filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
-            counters: registry.metrics.publicStreams)
+            clock: configuration.clock, counters: registry.metrics.publicStreams)
         do {
             (session, id, before) = try await fanout.subscribe(name, params, from: address)
         } catch {
@@ -75,7 +75,8 @@ extension BridgeRoutes {
         // The reference goes when the read is done; the subscription lingers for the next reader.
         defer { fanout.release(session, id) }
         let collection = await session.client.collection(collectionName, indexing: query.fieldToIndex.map { [$0] } ?? [])
-        let (documents, count) = try await query.run(on: collection, budget: QueryBudget(time: configuration.queryTimeBudget))
+        let (documents, count) = try await query.run(
+            on: collection, budget: QueryBudget(time: configuration.queryTimeBudget, clock: configuration.clock))
         var absent: AbsentCollection?
         if collection == nil {
             // The names leave the actor as they are; they are sorted outside it, off its loop.

@@ -2,6 +2,7 @@ import DDPClient
 import NIOCore
 import NIOHTTPTypes
 import Synchronization
+import Timing
 
 /// Whether an event stream has taken its connection over from the request loop; set on the
 /// connection's event loop, read by the connection's task once each response has returned.
@@ -91,6 +92,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     func adopt(_ stream: EventStream) -> Bool {
         guard let context, !taken, context.channel.isActive else { return false }
         self.stream = stream
+        clock = stream.clock
         taken = true
         takeOver.take()
         stream.setWaker(StreamWaker(loop: context.eventLoop, writer: NIOLoopBound(self, eventLoop: context.eventLoop)))
@@ -137,13 +139,15 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Cuts a stream whose start waits on a reader that takes nothing: armed while the socket is
     /// not writable, disarmed when it drains.
-    private var stallTimer: Scheduled<Void>?
+    private var stallTimer: BridgeClock.Timer?
+    /// The stream's clock (kept for the close after the stream is released).
+    private var clock = BridgeClock.system
 
     private func armStallTimer(_ context: ChannelHandlerContext, _ stream: EventStream) {
         guard stallTimer == nil else { return }
         let writer = NIOLoopBound(self, eventLoop: context.eventLoop)
         let timeout = stream.stallTimeout
-        stallTimer = context.eventLoop.scheduleDeadline(after: timeout) {
+        stallTimer = clock.schedule(after: timeout, on: context.eventLoop) {
             writer.value.stallTimer = nil
             stream.finish(with: EventStream.stalled(timeout))
         }
@@ -171,11 +175,11 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The connection's close after ``lastEventDeadline``, armed once.
-    private var closeTimer: Scheduled<Void>?
+    private var closeTimer: BridgeClock.Timer?
 
     private func closeLater(_ channel: any Channel) {
         guard closeTimer == nil else { return }
-        closeTimer = channel.eventLoop.scheduleDeadline(after: Self.lastEventDeadline) { channel.close(promise: nil) }
+        closeTimer = clock.schedule(after: Self.lastEventDeadline, on: channel.eventLoop) { channel.close(promise: nil) }
     }
 
     /// Drops the stream (and its doorbell, which holds this handler).

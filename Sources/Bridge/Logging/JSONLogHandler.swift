@@ -1,6 +1,7 @@
 import DDP
 import Foundation
 public import Logging
+public import Timing
 
 /// One JSON object per line (`time`, `level`, `label`, `message`, metadata, `source`), for log
 /// collectors. Chosen with `--log-format json`.
@@ -9,9 +10,13 @@ public struct JSONLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     let label: String
     let write: @Sendable ([UInt8]) -> Void
+    let clock: BridgeClock
 
-    public init(label: String, write: @escaping @Sendable ([UInt8]) -> Void = { FileHandle.standardError.write(Data($0)) }) {
+    public init(
+        label: String, clock: BridgeClock = .system, write: @escaping @Sendable ([UInt8]) -> Void = { FileHandle.standardError.write(Data($0)) }
+    ) {
         self.label = label
+        self.clock = clock
         self.write = write
     }
 
@@ -25,7 +30,7 @@ public struct JSONLogHandler: LogHandler {
         source: String, file: String, function: String, line: UInt
     ) {
         var object: EJSONObject = [
-            "time": .string(Date.now.formatted(.iso8601)),
+            "time": .string(clock.wallClock.formatted(.iso8601)),
             "level": .string(level.rawValue),
             "label": .string(label),
             "message": .string(message.description)

@@ -2,7 +2,9 @@ import DDP
 import DDPClient
 import HTTPTypes
 public import Logging
+import NIOCore
 public import ServiceLifecycle
+import Timing
 
 /// Public fan-out: publications the operator made public (`--public-publications`) are read
 /// without a session, by any number of readers, for the price of one upstream subscription per
@@ -262,7 +264,7 @@ public final class PublicFanout: Service, Sendable {
         let step = max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2, configuration.heartbeatInterval))
         var sinceHeartbeat = Duration.zero
         while !Task.isCancelled {
-            try? await Task.sleep(for: step)
+            try? await configuration.clock.sleep(for: step, on: configuration.eventLoopGroup.any())
             await releaseLingering()
             let all = state.withLock { $0.connections }
             sinceHeartbeat += step

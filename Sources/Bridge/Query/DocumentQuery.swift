@@ -1,6 +1,7 @@
 public import DDP
 import HTTPTypes
 import HashTreeCollections
+public import Timing
 
 /// A query over one collection of the session's cache: a Mongo-style selector, a
 /// multi-key sort, skip, limit and a field projection, as `GET /v1/collections/{name}` takes them.
@@ -265,18 +266,21 @@ public struct Projection: Sendable {
 public struct QueryBudget: Sendable {
     let deadline: ContinuousClock.Instant?
     let limit: Duration
+    let clock: BridgeClock
 
     /// Units of work between two looks at the clock (and two chances to yield).
     static let checkEvery = 4096
 
-    public init(time: Duration, now: ContinuousClock.Instant = .now) {
-        deadline = now + time
+    public init(time: Duration, clock: BridgeClock) {
+        deadline = clock.now + time
         limit = time
+        self.clock = clock
     }
 
     private init() {
         deadline = nil
         limit = .zero
+        clock = .system
     }
 
     public static let unlimited = QueryBudget()
@@ -284,7 +288,8 @@ public struct QueryBudget: Sendable {
     /// The meter one query's matching runs under: it stops once the deadline has passed.
     func meter() -> Selector.Work {
         guard let deadline else { return Selector.Work() }
-        return Selector.Work(every: Self.checkEvery) { ContinuousClock.now > deadline }
+        let clock = self.clock
+        return Selector.Work(every: Self.checkEvery) { clock.now > deadline }
     }
 
     /// 422 `query-too-expensive`, with what was done.

@@ -10,7 +10,7 @@ struct RateLimiter<Key: Hashable & Sendable>: Sendable {
     }
 
     /// Records an event; returns the wait before the next one is allowed when over the limit.
-    mutating func take(_ key: Key, now: ContinuousClock.Instant = .now) -> Duration? {
+    mutating func take(_ key: Key, now: ContinuousClock.Instant) -> Duration? {
         var recent = (events[key] ?? []).filter { now - $0 < interval }
         defer { events[key] = recent.isEmpty ? nil : recent }
         guard recent.count < calls else { return interval - (now - recent[0]) }
@@ -19,14 +19,14 @@ struct RateLimiter<Key: Hashable & Sendable>: Sendable {
     }
 
     /// The wait before another event is allowed, without recording one (`nil`: allowed now).
-    func wait(_ key: Key, now: ContinuousClock.Instant = .now) -> Duration? {
+    func wait(_ key: Key, now: ContinuousClock.Instant) -> Duration? {
         let recent = (events[key] ?? []).filter { now - $0 < interval }
         guard recent.count >= calls, let oldest = recent.first else { return nil }
         return interval - (now - oldest)
     }
 
     /// Records an event whatever the count (failures are counted even past the limit).
-    mutating func record(_ key: Key, now: ContinuousClock.Instant = .now) {
+    mutating func record(_ key: Key, now: ContinuousClock.Instant) {
         var recent = (events[key] ?? []).filter { now - $0 < interval }
         recent.append(now)
         // Only the newest `calls` matter for the limit: memory per key stays bounded.

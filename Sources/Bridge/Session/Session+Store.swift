@@ -2,6 +2,7 @@ import BridgeStore
 import DDP
 import DDPClient
 import Foundation
+import Timing
 
 /// A session as its store keeps it, and a session brought back from one.
 extension Session {
@@ -10,7 +11,7 @@ extension Session {
     /// save, or the idle deadline moved by more than `slack`.
     func storeRecord(onlyIfChanged: Bool = false, slack: Duration = .zero) -> (record: StoredSession, loginToken: String?)? {
         let now = configuration.clock.now
-        let wallClock = Date()
+        let wallClock = configuration.clock.wallClock
         let idle = configuration.sessionIdleTimeout
         guard let user,
             let next = state.withLock({

@@ -3,6 +3,7 @@ import DDPClient
 import HTTPTypes
 import HashTreeCollections
 import NIOCore
+import Timing
 
 extension Session {
     /// A comment line to every open stream, so proxies keep idle streams open (the registry
@@ -86,7 +87,8 @@ extension Session {
                 collections.append((name, documents))
             }
         }
-        return SnapshotWalk(collections: collections, filter: filter, emits: emits, limit: configuration.queryTimeBudget)
+        return SnapshotWalk(
+            collections: collections, filter: filter, emits: emits, limit: configuration.queryTimeBudget, clock: configuration.clock)
     }
 
     /// `reset`, `added` for each matching document, then the `snapshot` marker — produced as the

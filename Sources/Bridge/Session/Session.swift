@@ -8,6 +8,7 @@ public import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Timing
 
 /// One user's session: exactly one upstream DDP connection shared by all its requests,
 /// its subscriptions, its login state and its document cache (the client's merged view).
@@ -22,7 +23,7 @@ public final class Session: Sendable {
         var connectionWaiters: [Int: CheckedContinuation<Void, any Error>] = [:]
         var nextWaiter = 0
         /// Sends the pending batch out when its window ends (a NIO timer: no task per session).
-        var flushTimer: Scheduled<Void>?
+        var flushTimer: BridgeClock.Timer?
         /// Who asked for a store write while one was under way.
         var saveWaiters: [CheckedContinuation<Bool, Never>] = []
     }
@@ -67,7 +68,7 @@ public final class Session: Sendable {
 
     init(
         owner: Owner, configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, budget: MemoryBudget,
-        pacer: ReconnectPacer = .unlimited, createdAt: Date = Date()
+        pacer: ReconnectPacer = .unlimited, createdAt: Date? = nil
     ) {
         self.budget = budget
         let id = String(MeteorRandom.id().prefix(8))
@@ -76,7 +77,7 @@ public final class Session: Sendable {
         self.id = id
         self.owner = owner
         // To the millisecond, as a store keeps it: the session reports the same instant after a restart.
-        self.createdAt = Date(timeIntervalSince1970: Double(StoredSession.milliseconds(createdAt)) / 1000)
+        self.createdAt = Date(timeIntervalSince1970: Double(StoredSession.milliseconds(createdAt ?? configuration.clock.wallClock)) / 1000)
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
@@ -91,7 +92,7 @@ public final class Session: Sendable {
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: protocolConfiguration, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer,
-            failureLog: configuration.upstreamFailureLog)
+            failureLog: configuration.upstreamFailureLog, clock: configuration.clock)
         // The public fan-out's anonymous connections stand for no one address.
         let user: UserIdentity? = if case .user(let user) = owner { user } else { nil }
         if let user { options.handshakeHeaders[.init("X-Forwarded-For")!] = user.address }
@@ -172,7 +173,7 @@ public final class Session: Sendable {
             case .finishStreams(let ending):
                 for stream in state.streams.values { stream.finish(with: ending) }
             case .armFlushTimer(let deadline):
-                state.flushTimer = loop.scheduleDeadline(after: min(deadline - clock.now, .seconds(60))) {
+                state.flushTimer = clock.schedule(after: min(deadline - clock.now, .seconds(60)), on: loop) {
                     shared.withLock { state in
                         state.flushTimer = nil
                         perform(state.machine.flushTimerFired(now: clock.now), on: &state, in: shared, loop: loop, clock: clock)
@@ -237,7 +238,7 @@ public final class Session: Sendable {
             return state.nextWaiter
         }
         do {
-            try await withDeadline(on: client.eventLoop, timeout) { continuation in
+            try await withDeadline(timeout, clock: configuration.clock, on: client.eventLoop) { continuation in
                 self.state.withLock { state in
                     switch state.machine.connectionWait {
                     case .ready: continuation.resume()
@@ -248,12 +249,12 @@ public final class Session: Sendable {
                         self.client.retrySoon()
                     }
                 }
-            } end: { error in
+            } end: { end in
                 let elsewhere = self.configuration.upstreamFailureLog.failure
                 let (waiter, unreachable) = self.state.withLock {
                     ($0.connectionWaiters.removeValue(forKey: number), $0.machine.unreachable(elsewhere: elsewhere))
                 }
-                waiter?.resume(throwing: error ?? unreachable)
+                waiter?.resume(throwing: end == .cancelled ? DDPClientError.cancelled : unreachable)
             }
         } catch {
             throw BridgeError.from(error)

@@ -5,7 +5,9 @@ import DDPClient
 import Foundation
 import HTTPTypes
 public import Logging
+import NIOCore
 public import ServiceLifecycle
+import Timing
 
 /// Every session, by token hash (and by Meteor token hash for token-keyed sessions).
 /// As a `Service`, it starts each new session's upstream connection (which then runs with no
@@ -55,7 +57,7 @@ public final class SessionRegistry: Service, Sendable {
     let logger: Logger
     let metrics: BridgeMetrics
     /// Every event stream its connection's event loop writes (session and public ones alike).
-    let liveStreams = LiveStreams()
+    let liveStreams: LiveStreams
     /// Paces every session's reconnect attempts (one bucket for the process).
     let pacer: ReconnectPacer
     /// What every session's documents may take in all, and per address.
@@ -68,17 +70,20 @@ public final class SessionRegistry: Service, Sendable {
     private let shutdownBegan: AsyncStream<Void>
     private let shutdownBell: AsyncStream<Void>.Continuation
     static let endedMemory = 10_000
+    /// Where the registry's own timers (the sweep, heartbeats, the shutdown grace) run.
+    private var loop: any EventLoop { configuration.eventLoopGroup.any() }
 
     public init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics = BridgeMetrics()) {
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
-        self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst)
+        self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst, clock: configuration.clock)
         self.budget = MemoryBudget(configuration: configuration)
+        self.liveStreams = LiveStreams(clock: configuration.clock)
         if let key = configuration.sessionKey, configuration.sessionStore != .memory {
             persistence = SessionPersistence(
                 choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, timeout: configuration.storeTimeout,
-                logger: logger, metrics: metrics,
+                clock: configuration.clock, logger: logger, metrics: metrics,
                 eventLoopGroup: configuration.eventLoopGroup)
         } else {
             persistence = nil
@@ -205,7 +210,7 @@ public final class SessionRegistry: Service, Sendable {
         case .found(let record): stored = record
         }
         if let reason = stored.ended { throw Self.expired(reason) }
-        guard stored.expiresAt > StoredSession.milliseconds(Date()) else {
+        guard stored.expiresAt > StoredSession.milliseconds(configuration.clock.wallClock) else {
             throw Self.expired("idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s")
         }
         guard let loginToken = persistence.loginToken(of: stored) else {
@@ -352,7 +357,7 @@ public final class SessionRegistry: Service, Sendable {
         logger.info("session ended", metadata: ["ddp.session": .string(session.id), "reason": .string(reason)])
         let keep = user.persistent && stored == .keep
         if user.persistent, let persistence, stored != .keep {
-            let bound: Int64? = stored == .ifExpired ? StoredSession.milliseconds(Date()) : nil
+            let bound: Int64? = stored == .ifExpired ? StoredSession.milliseconds(configuration.clock.wallClock) : nil
             await persistence.end(tokenHash: user.tokenHash, reason: reason, onlyIfExpiredBy: bound)
         }
         // A session kept in the store keeps its upstream login, for the resume.
@@ -383,7 +388,7 @@ public final class SessionRegistry: Service, Sendable {
                     // Shutdown began (see `shutdownGrace`): after the grace period, sessions whose
                     // requests are still in flight are closed under them, so the server can stop.
                     for await _ in self.shutdownBegan {
-                        try? await Task.sleep(for: self.configuration.shutdownGrace)
+                        try? await self.configuration.clock.sleep(for: self.configuration.shutdownGrace, on: self.loop)
                         await self.endAll(reason: "the bridge is shutting down", stored: .keep)
                         return
                     }
@@ -444,7 +449,7 @@ public final class SessionRegistry: Service, Sendable {
     /// Every heartbeat interval: a comment line to every open stream.
     private func heartbeats() async {
         while !Task.isCancelled {
-            try? await Task.sleep(for: configuration.heartbeatInterval)
+            try? await configuration.clock.sleep(for: configuration.heartbeatInterval, on: loop)
             for session in allSessions { session.heartbeat() }
         }
     }
@@ -453,7 +458,7 @@ public final class SessionRegistry: Service, Sendable {
     private func sweep() async {
         while !Task.isCancelled {
             // Never a zero step (a zero linger is allowed): that would spin.
-            try? await Task.sleep(for: max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2)))
+            try? await configuration.clock.sleep(for: max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2)), on: loop)
             await sweepOnce()
         }
     }

@@ -154,14 +154,14 @@ struct SessionStateMachine: Sendable {
         }
         // Waiters first, then the streams: as the shell did before it was a machine.
         if !events.isEmpty { actions.append(.deliver(events)) }
-        return actions + armFlushTimer()
+        return actions + armFlushTimer(now: now)
     }
 
     /// The batch window's timer fired: what is due goes out, and the next window is armed.
     mutating func flushTimerFired(now: ContinuousClock.Instant) -> [Action] {
         flushArmed = false
         let events = pipeline.flushIfDue(now: now)
-        return (events.isEmpty ? [] : [.deliver(events)]) + armFlushTimer()
+        return (events.isEmpty ? [] : [.deliver(events)]) + armFlushTimer(now: now)
     }
 
     /// Everything held in the batch goes out now (a stream attaches, a position is read).
@@ -170,8 +170,8 @@ struct SessionStateMachine: Sendable {
         return events.isEmpty ? [] : [.deliver(events)]
     }
 
-    private mutating func armFlushTimer() -> [Action] {
-        guard !flushArmed, let deadline = pipeline.deadline else { return [] }
+    private mutating func armFlushTimer(now: ContinuousClock.Instant) -> [Action] {
+        guard !flushArmed, let deadline = pipeline.deadline(now: now) else { return [] }
         flushArmed = true
         return [.armFlushTimer(at: deadline)]
     }

@@ -99,7 +99,7 @@ struct SharedSubscriptions: Sendable {
 
     /// Subscriptions whose linger is over: removed here, to be stopped upstream.
     mutating func takeExpired(now: ContinuousClock.Instant) -> [String] {
-        let expired = entries.values.filter { ($0.releaseAt ?? .now.advanced(by: .seconds(1_000_000))) <= now }.map(\.info.id)
+        let expired = entries.values.filter { entry in entry.releaseAt.map { $0 <= now } ?? false }.map(\.info.id)
         for id in expired { remove(id) }
         return expired
     }

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Timing
 
 /// The session store as the registry uses it: every failure of the store (unreachable, corrupt,
 /// slow) becomes a logged warning and a metric, never a user's error — sessions go on in memory.
@@ -26,6 +27,7 @@ actor SessionPersistence {
     private let logger: Logger
     /// Where the deadlines' timers run.
     private let loop: any EventLoop
+    private let clock: BridgeClock
     private var store: (any SessionStore)?
     /// The open in progress: every caller that needs the store meanwhile waits for this one
     /// (two opens racing would leave one store unclosed).
@@ -41,21 +43,22 @@ actor SessionPersistence {
     static let pause: Duration = .seconds(5)
 
     init(
-        choice: SessionStoreChoice, key: SessionKey, dataDirectory: String, timeout: Duration, logger: Logger, metrics: BridgeMetrics,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        choice: SessionStoreChoice, key: SessionKey, dataDirectory: String, timeout: Duration, clock: BridgeClock, logger: Logger,
+        metrics: BridgeMetrics, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
         let loop = eventLoopGroup.any()
         self.init(
             name: choice.description,
-            opener: Self.opener(for: choice, dataDirectory: dataDirectory, timeout: timeout, logger: logger, loop: loop), key: key,
-            timeout: timeout, logger: logger, metrics: metrics, loop: loop)
+            opener: Self.opener(for: choice, dataDirectory: dataDirectory, timeout: timeout, clock: clock, logger: logger, loop: loop),
+            key: key, timeout: timeout, clock: clock, logger: logger, metrics: metrics, loop: loop)
     }
 
     init(
-        name: String, opener: Opener?, key: SessionKey, timeout: Duration = .seconds(3), logger: Logger, metrics: BridgeMetrics,
-        loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
+        name: String, opener: Opener?, key: SessionKey, timeout: Duration = .seconds(3), clock: BridgeClock = .system, logger: Logger,
+        metrics: BridgeMetrics, loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.any()
     ) {
         self.loop = loop
+        self.clock = clock
         self.timeout = timeout
         self.name = name
         self.opener = opener
@@ -66,7 +69,7 @@ actor SessionPersistence {
     }
 
     private static func opener(
-        for choice: SessionStoreChoice, dataDirectory: String, timeout: Duration, logger: Logger, loop: any EventLoop
+        for choice: SessionStoreChoice, dataDirectory: String, timeout: Duration, clock: BridgeClock, logger: Logger, loop: any EventLoop
     ) -> Opener? {
         switch choice {
         case .memory:
@@ -75,7 +78,7 @@ actor SessionPersistence {
             return {
                 // The file's lock is waited for up to two thirds of the deadline, so a store busy
                 // with another process fails as busy, not as late.
-                try await withDeadline("open", on: loop, limit: timeout, discardLate: { await $0.shutdown() }) {
+                try await withDeadline("open", timeout, clock: clock, on: loop, discardLate: { await $0.shutdown() }) {
                     try await SQLiteSessionStore.open(folder: dataDirectory, busyTimeout: timeout * 2 / 3, logger: logger)
                 }
             }
@@ -83,7 +86,7 @@ actor SessionPersistence {
             return {
                 let postgres = PostgresSessionStore(location: location, logger: logger)
                 do {
-                    try await withDeadline("open", on: loop, limit: timeout) { try await postgres.prepare() }
+                    try await withDeadline("open", timeout, clock: clock, on: loop) { try await postgres.prepare() }
                 } catch {
                     await postgres.shutdown()
                     throw error
@@ -101,7 +104,7 @@ actor SessionPersistence {
     private func open() async -> (any SessionStore)? {
         if let store { return store }
         if let opening { return await opening.value }
-        guard !isShutDown, downUntil.map({ ContinuousClock.now >= $0 }) ?? true, let opener else { return nil }
+        guard !isShutDown, downUntil.map({ clock.now >= $0 }) ?? true, let opener else { return nil }
         let attempt = Task { await self.attemptOpen(opener) }
         opening = attempt
         let opened = await attempt.value
@@ -129,7 +132,7 @@ actor SessionPersistence {
     private func failed(_ operation: String, _ error: any Error) {
         errors(operation).increment()
         up.record(0)
-        let now = ContinuousClock.now
+        let now = clock.now
         downUntil = now + Self.pause
         if warnedAt.map({ now - $0 >= .seconds(30) }) ?? true {
             warnedAt = now
@@ -153,9 +156,9 @@ actor SessionPersistence {
     /// Runs one store operation with the deadline and the failure rules; `nil` when it did not run or failed.
     private func perform<T: Sendable>(_ operation: String, _ body: @escaping @Sendable (any SessionStore) async throws -> T) async -> T? {
         guard let store = await open() else { return nil }
-        if let downUntil, ContinuousClock.now < downUntil { return nil }
+        if let downUntil, clock.now < downUntil { return nil }
         do {
-            let value = try await Self.withDeadline(operation, on: loop, limit: timeout) { try await body(store) }
+            let value = try await Self.withDeadline(operation, timeout, clock: clock, on: loop) { try await body(store) }
             succeeded()
             return value
         } catch is CancellationError {
@@ -195,13 +198,13 @@ actor SessionPersistence {
     }
 
     func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?) async {
-        let now = StoredSession.milliseconds(Date())
+        let now = StoredSession.milliseconds(clock.wallClock)
         _ = await perform("end", { try await $0.end(tokenHash: tokenHash, reason: reason, onlyIfExpiredBy: onlyIfExpiredBy, now: now) })
     }
 
     /// Forgets sessions (and tombstones) whose deadline passed more than a day ago.
     func purge() async {
-        let before = StoredSession.milliseconds(Date()) - 86_400_000
+        let before = StoredSession.milliseconds(clock.wallClock) - 86_400_000
         _ = await perform("purge", { try await $0.purge(before: before) })
     }
 
@@ -214,30 +217,18 @@ actor SessionPersistence {
 
     private static func context(_ tokenHash: String) -> [UInt8] { Array("ddp-bridge session \(tokenHash)".utf8) }
 
-    /// `body`'s value, or ``SessionStoreError/timedOut(_:)`` after `limit`; the body is
-    /// cancelled then and its late result dropped (a store call that ignores cancellation cannot
-    /// hold up the caller).
-    /// A value that arrives too late goes to `discardLate` (a store opened after its deadline is closed).
+    /// `body`'s value within `limit` (``Timing/withDeadline(_:clock:on:discardLate:_:)``), its
+    /// deadline reported as ``SessionStoreError/timedOut(_:)`` of `operation`.
     static func withDeadline<T: Sendable>(
-        _ operation: String, on loop: any EventLoop, limit: Duration, discardLate: (@Sendable (T) async -> Void)? = nil,
-        _ body: @escaping @Sendable () async throws -> T
+        _ operation: String, _ limit: Duration, clock: BridgeClock = .system, on loop: any EventLoop,
+        discardLate: (@Sendable (T) async -> Void)? = nil, _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let outcome = OneShot<Result<T, any Error>>()
-        let work = Task {
-            let result = await Result(catching: body)
-            if !outcome.resolve(result), case .success(let late) = result { await discardLate?(late) }
-        }
-        // The deadline is a timer on the loop (no task, no sleep); the body needs a task of its
-        // own, so a store call that ignores cancellation cannot hold up the caller.
-        let timer = loop.scheduleDeadline(after: limit) { outcome.resolve(.failure(SessionStoreError.timedOut(operation))) }
-        defer {
-            timer.cancel()
-            work.cancel()
-        }
-        return try await withTaskCancellationHandler {
-            try await outcome.value.get()
-        } onCancel: {
-            outcome.resolve(.failure(CancellationError()))
+        do {
+            return try await Timing.withDeadline(limit, clock: clock, on: loop, discardLate: discardLate, body)
+        } catch DeadlineError.timedOut {
+            throw SessionStoreError.timedOut(operation)
+        } catch DeadlineError.cancelled {
+            throw CancellationError()
         }
     }
 }

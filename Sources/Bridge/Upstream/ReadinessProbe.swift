@@ -28,7 +28,8 @@ public final class ReadinessProbe: Service, Sendable {
             options: DDPClientOptions(
                 url: configuration.upstream, protocolConfiguration: ddp,
                 tls: configuration.upstreamTLS, compression: configuration.upstreamCompression,
-                maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer, failureLog: configuration.upstreamFailureLog),
+                maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer, failureLog: configuration.upstreamFailureLog,
+                clock: configuration.clock),
             logger: logger,
             events: ClosureEventSink { event in
                 if case .stateChanged(let connection) = event {

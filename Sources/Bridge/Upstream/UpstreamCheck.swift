@@ -3,6 +3,7 @@ public import DDPClient
 import HashTreeCollections
 public import Logging
 public import NIOCore
+import Timing
 
 /// `ddp-bridge check`: connects once to the upstream, negotiates DDP, then tries the login and
 /// the subscription it is given, each step within its deadline. It reports one line per step
@@ -79,7 +80,7 @@ public struct UpstreamCheck: Sendable {
             },
             eventLoop: eventLoop)
         // The attempt has deadlines of its own; this one only makes sure the wait ends.
-        let backstop = client.eventLoop.scheduleDeadline(after: options.timeout + .seconds(2)) {
+        let backstop = clientOptions.clock.schedule(after: options.timeout + .seconds(2), on: client.eventLoop) {
             outcome.resolve(.failure(UpstreamFailure(.timedOut(.handshake, after: options.timeout), url: options.url)))
         }
         await client.start()

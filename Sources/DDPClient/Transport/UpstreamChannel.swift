@@ -8,6 +8,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import Timing
 
 /// The WebSocket client channel of one upstream connection attempt: TCP, TLS and the HTTP
 /// upgrade under one deadline, then ``UpstreamFrameHandler`` on the connection's event loop.
@@ -33,6 +34,7 @@ struct UpstreamChannel: Sendable {
     let maxMessageSize: Int
     let sslContext: NIOSSLContext?
     let handshakeTimeout: Duration
+    let clock: BridgeClock
     let handle: ChannelHandle
     let client: DDPClient
 
@@ -43,7 +45,7 @@ struct UpstreamChannel: Sendable {
     ) throws -> EventLoopFuture<Upgrade> {
         handle.attach(channel)
         let handle = self.handle
-        let deadline = channel.eventLoop.scheduleDeadline(after: handshakeTimeout) {
+        let deadline = clock.schedule(after: handshakeTimeout, on: channel.eventLoop) {
             logger.debug("the upstream handshake timed out; closing the attempt", metadata: ["stage": "\(handle.stage)"])
             result.fail(UpstreamTransportError.timedOut(handle.stage))
             channel.close(promise: nil)
