@@ -109,12 +109,52 @@ import Testing
         #expect(describe(m.flush(now: t0 + .milliseconds(23))) == ["deliver 4:changed"], "a stream attaching takes it all now")
     }
 
+    /// The phase follows the connection until the login is lost or the session closes; those
+    /// stay, whatever the connection says after.
+    @Test func thePhaseFollowsTheConnectionUntilALostLoginOrTheEnd() {
+        func phase(_ m: SessionStateMachine) -> String {
+            switch m.phase {
+            case .connecting: "connecting"
+            case .connected: "connected"
+            case .upstreamClosed(let reason): "upstream closed: \(reason)"
+            case .loginLost(let error): "login lost: \(error.error.stringValue ?? "?")"
+            case .closed(let reason): "closed: \(reason)"
+            }
+        }
+        var m = machine()
+        #expect(phase(m) == "connecting")
+        _ = m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0)
+        #expect(phase(m) == "connected")
+        _ = m.received(.stateChanged(.reconnecting(attempt: 1, delay: .seconds(1), cause: nil)), now: t0)
+        #expect(phase(m) == "connecting")
+        let refused = m.received(.resumeRefused(DDPError.meteor(403, "You've been logged out by the server")), now: t0)
+        #expect(phase(m) == "login lost: login-lost")
+        #expect(describe(refused).contains("finish streams login-lost"))
+        _ = m.received(.stateChanged(.connected(session: "s2", version: "1")), now: t0)
+        #expect(phase(m) == "login lost: login-lost", "a lost login stays lost")
+        guard case .refused(let error) = m.connectionWait else {
+            Issue.record("a request waits on a session whose login is lost")
+            return
+        }
+        #expect(error.error == "login-lost")
+        #expect(m.close(reason: "login lost", keepLogin: false) != nil)
+        #expect(phase(m) == "closed: login lost")
+        #expect(m.close(reason: "again", keepLogin: false) == nil, "closing is once")
+        _ = m.received(.stateChanged(.closed(reason: "client closed")), now: t0)
+        #expect(phase(m) == "closed: login lost", "closed is final")
+
+        var other = machine()
+        _ = other.received(.stateChanged(.closed(reason: "client closed")), now: t0)
+        #expect(phase(other) == "upstream closed: client closed")
+    }
+
     @Test func subscriptionsFollowTheUpstreamAndALocalStopReadsAsItsCode() {
         var m = machine()
-        _ = m.subscriptions.acquire("tasks", [], transient: false) { "b1" }
-        _ = m.subscriptions.acquire("lists", [], transient: false) { "b2" }
+        let refusal: (Int) -> BridgeError = { _ in BridgeError.badRequest("over the limit") }
+        _ = try? m.acquireSubscription("tasks", [], limit: 10, transient: false, makeID: { "b1" }, refusal: refusal)
+        _ = try? m.acquireSubscription("lists", [], limit: 10, transient: false, makeID: { "b2" }, refusal: refusal)
         #expect(describe(m.received(.subscriptionReady(id: "b1"), now: t0)) == ["deliver 1:ready"])
-        #expect(m.subscriptions.list.first { $0.id == "b1" }?.state == .ready)
+        #expect(m.subscription("b1")?.state == .ready)
         let stop = DDPFailure.local(DDPClientError(.memoryBudgetExhausted, "The bridge holds its memory budget"))
         let actions = m.received(.subscriptionStopped(id: "b2", error: stop), now: t0)
         guard case .deliver(let events) = actions.first else {
@@ -123,7 +163,7 @@ import Testing
         }
         #expect(events.first?.payload["error"]?["error"] == "memory-budget-exhausted")
         #expect(events.first?.payload["subscription"] == "b2")
-        #expect(m.subscriptions.count == 1, "the stopped one is gone from the ledger")
+        #expect(m.subscriptionCount == 1, "the stopped one is gone from the ledger")
     }
 
     /// Who the session is comes from its connection alone (`loginChanged`, whatever call made

@@ -12,9 +12,10 @@ import Testing
 /// A bridge pointed at an upstream it cannot use says why, through real sockets: `/readyz`'s
 /// `details.cause`, the 503 a request gets, the metrics and one warning in the log.
 @Suite(.timeLimit(.minutes(1))) struct UpstreamCauseTests {
-    /// A loopback port nothing listens on (bound, then closed).
+    /// A loopback port nothing listens on (bound, then closed), on an address no other test
+    /// binds: a port freed on 127.0.0.1 was once taken by another test's server meanwhile.
     static func closedPort() async throws -> Int {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.9", port: 0).get()
         let port = channel.localAddress?.port ?? 0
         try await channel.close()
         return port
@@ -33,16 +34,16 @@ import Testing
     @Test func aClosedPortIsConnectionRefusedInReadyzTheMetricsAndTheLog() async throws {
         let port = try await Self.closedPort()
         let (lines, logger) = LogLines.logger(level: .warning)
-        try await BridgeHarness.run(upstreamURL: "ws://127.0.0.1:\(port)/websocket", logger: logger) { bridge in
+        try await BridgeHarness.run(upstreamURL: "ws://127.0.0.9:\(port)/websocket", logger: logger) { bridge in
             let ready = try await Self.readiness(bridge, within: .seconds(10))
             expectError(ready, .serviceUnavailable, "upstream-unavailable")
             let cause = try #require(ready["details"]?["cause"])
             #expect(cause["code"] == "connection-refused", "\(ready.text)")
-            #expect(cause["message"]?.stringValue == "nothing is listening at 127.0.0.1:\(port) (connection refused)")
+            #expect(cause["message"]?.stringValue == "nothing is listening at 127.0.0.9:\(port) (connection refused)")
             #expect(cause["hint"]?.stringValue?.hasPrefix("start the Meteor app") == true)
             #expect(
                 ready["reason"]?.stringValue
-                    == "The upstream Meteor server is not reachable: nothing is listening at 127.0.0.1:\(port) (connection refused)")
+                    == "The upstream Meteor server is not reachable: nothing is listening at 127.0.0.9:\(port) (connection refused)")
             // Every failed attempt is counted by its cause; the log said it once.
             try await eventually("several attempts") {
                 let metrics = try await bridge.request(.get, "/metrics").text

@@ -11,9 +11,10 @@ import Testing
 /// page where DDP was expected (answered at once, not at the deadline), an upgrade never
 /// answered; and the log says so once per change of cause, not once per retry.
 @Suite(.timeLimit(.minutes(1))) struct UpstreamCauseTests {
-    /// A loopback port nothing listens on (bound, then closed).
+    /// A loopback port nothing listens on (bound, then closed), on an address no other test
+    /// binds: a port freed on 127.0.0.1 was once taken by another test's server meanwhile.
     static func closedPort() async throws -> Int {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.9", port: 0).get()
         let port = channel.localAddress?.port ?? 0
         try await channel.close()
         return port
@@ -54,17 +55,17 @@ import Testing
         let log = RecordedLog()
         var logger = Logger(label: "test-client") { _ in RecordingLogHandler(recorded: log) }
         logger.logLevel = .warning
-        let url = "ws://127.0.0.1:\(port)/websocket"
+        let url = "ws://127.0.0.9:\(port)/websocket"
         let (causes, _) = try await Self.failures(url, count: 4, logger: logger)
         #expect(causes.count == 4)
         for cause in causes {
-            #expect(cause?.cause == .connectionRefused(endpoint: "127.0.0.1:\(port)"), "\(String(describing: cause))")
+            #expect(cause?.cause == .connectionRefused(endpoint: "127.0.0.9:\(port)"), "\(String(describing: cause))")
             #expect(cause?.url == url)
         }
         let warnings = log.messages.filter { $0.hasPrefix("upstream connection failed: ") }
         #expect(
             warnings == [
-                "upstream connection failed: nothing is listening at 127.0.0.1:\(port) (connection refused); "
+                "upstream connection failed: nothing is listening at 127.0.0.9:\(port) (connection refused); "
                     + "start the Meteor app, or correct the host and port of the upstream URL"
             ], "one warning for four attempts: \(log.messages)")
     }

@@ -72,19 +72,9 @@ extension BridgeRoutes {
         let name = try collectionName(context)
         let id = try documentID(context)
         let session = try await session(request, context)
-        if let body = session.state.withLock({ $0.machine.encodedDocuments.body(name, id.wire) }) {
-            return Reply.json(encoded: body)
-        }
-        // Read inside the connection's actor, with the change count at that instant (the sink
-        // counts changes under the session lock, inside the same actor).
-        let (document, generation) = await session.client.withCache { cache in
-            (cache.document(name, id.wire), session.state.withLock { $0.machine.encodedDocuments.generation })
-        }
-        guard let document else {
+        guard let body = await session.encodedDocument(name, id.wire) else {
             throw BridgeError.notFound("No document '\(id.wire)' in '\(name)' for this session (is it published to it?)")
         }
-        let body = ByteBuffer(bytes: EJSONWriter.encode(.object(DocumentQuery.withID(id.wire, document))))
-        session.state.withLock { $0.machine.encodedDocuments.keep(body, name, id.wire, readAt: generation) }
         return Reply.json(encoded: body)
     }
 

@@ -71,7 +71,7 @@ extension Session {
     /// upstream refuses now is dropped, as it would be on a live session.
     func resubscribe(_ subscriptions: [StoredSubscription], timeout: Duration) async {
         let restored = state.withLock { state in
-            subscriptions.filter { state.machine.subscriptions.restore(id: $0.id, name: $0.name, params: $0.params, refs: $0.refs) }
+            subscriptions.filter { state.machine.restoreSubscription($0) }
         }
         await withTaskGroup(of: Void.self) { group in
             for subscription in restored {
@@ -81,7 +81,7 @@ extension Session {
                         // Not ready in time: it stays, pending, as a slow subscription would on a live session.
                         try? await self.client.waitUntilReady(subscription.id, timeout: timeout)
                     } catch {
-                        self.state.withLock { $0.machine.subscriptions.remove(subscription.id) }
+                        self.state.withLock { $0.machine.subscriptionFailed(subscription.id) }
                     }
                 }
             }

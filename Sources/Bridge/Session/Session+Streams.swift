@@ -41,7 +41,7 @@ extension Session {
         await client.withCache { cache in
             state.withLock { state in
                 Session.flush(&state, now: configuration.clock.now)
-                let log = state.machine.pipeline.log
+                let log = state.machine.log
                 let lastID = log.lastID
                 let filter = stream.filter
                 var prelude: StreamPrelude?
@@ -72,7 +72,7 @@ extension Session {
     /// The log read a page at a time, under the session's lock (the writer holds no lock then).
     private func replay(after: UInt64, through: UInt64) -> StreamPrelude.Replay {
         StreamPrelude.Replay(after: after, through: through) { [weak self] after, through, maxBytes in
-            self?.state.withLock { $0.machine.pipeline.log.events(after: after, through: through, maxBytes: maxBytes) } ?? nil
+            self?.state.withLock { $0.machine.log.events(after: after, through: through, maxBytes: maxBytes) } ?? nil
         }
     }
 
@@ -106,7 +106,7 @@ extension Session {
     func logPosition() -> UInt64 {
         state.withLock { state in
             Session.flush(&state, now: configuration.clock.now)
-            return state.machine.pipeline.log.lastID
+            return state.machine.log.lastID
         }
     }
 

@@ -321,6 +321,23 @@ public final class Session: Sendable {
         }
     }
 
+    // MARK: - Documents
+
+    /// One document with its `_id`, encoded (`nil`: the session does not hold it). A document
+    /// read again since its last change costs no hop to the connection's actor and no encoding.
+    func encodedDocument(_ collection: String, _ id: String) async -> ByteBuffer? {
+        if let body = state.withLock({ $0.machine.encodedDocument(collection, id) }) { return body }
+        // Read inside the connection's actor, with the change count at that instant (the sink
+        // counts changes under the session lock, inside the same actor).
+        let (document, generation) = await client.withCache { cache in
+            (cache.document(collection, id), state.withLock { $0.machine.documentGeneration })
+        }
+        guard let document else { return nil }
+        let body = ByteBuffer(bytes: EJSONWriter.encode(.object(DocumentQuery.withID(id, document))))
+        state.withLock { $0.machine.keepEncodedDocument(body, collection, id, readAt: generation) }
+        return body
+    }
+
     // MARK: - Subscriptions
 
     /// Subscribes (or shares the identical subscription already made); waits for `ready` when asked.
@@ -348,18 +365,17 @@ public final class Session: Sendable {
         _ name: String, _ params: [EJSON], limit: Int, transient: Bool = false, refusal: (Int) -> BridgeError
     ) throws(BridgeError) -> String {
         try state.withLock { state throws(BridgeError) -> String in
-            let key = SharedSubscriptions.key(name, params)
-            if state.machine.subscriptions.id(forKey: key) == nil && state.machine.subscriptions.count >= limit { throw refusal(limit) }
-            return state.machine.subscriptions.acquire(name, params, transient: transient) { "b" + MeteorRandom.id() }.id
+            try state.machine.acquireSubscription(
+                name, params, limit: limit, transient: transient, makeID: { "b" + MeteorRandom.id() }, refusal: refusal)
         }
     }
 
     /// Whether the session holds a subscription for name and params (referenced or lingering).
     func holdsSubscription(_ name: String, _ params: [EJSON]) -> Bool { holdsSubscription(key: SharedSubscriptions.key(name, params)) }
 
-    func holdsSubscription(key: String) -> Bool { state.withLock { $0.machine.subscriptions.id(forKey: key) != nil } }
+    func holdsSubscription(key: String) -> Bool { state.withLock { $0.machine.holdsSubscription(key: key) } }
 
-    var subscriptionCount: Int { state.withLock { $0.machine.subscriptions.count } }
+    var subscriptionCount: Int { state.withLock { $0.machine.subscriptionCount } }
 
     /// Starts upstream a subscription taken with ``acquireSubscription(_:_:limit:refusal:)``
     /// (idempotent when it is already started) and waits for `ready` when asked. On failure the
@@ -373,43 +389,40 @@ public final class Session: Sendable {
             try await client.subscribe(name, params: params, id: id, waitUntilReady: false)
             if wait { try await client.waitUntilReady(id, timeout: timeout) }
         } catch let error as DDPError {
-            state.withLock { $0.machine.subscriptions.remove(id) }
+            state.withLock { $0.machine.subscriptionFailed(id) }
             throw error
         } catch let error as DDPClientError where error.code != .timedOut && error.code != .cancelled {
             // Stopped on this side (closed, too large, a limit): it is gone, as a refused one is.
-            state.withLock { $0.machine.subscriptions.remove(id) }
+            state.withLock { $0.machine.subscriptionFailed(id) }
             throw error
         } catch {
             // Timed out or cancelled: this caller's reference goes; the subscription lingers
             // for others and is stopped upstream when nobody holds it.
             let now = configuration.clock.now
-            state.withLock { _ = $0.machine.subscriptions.release(id, at: now, transient: transient) }
+            state.withLock { _ = $0.machine.releaseSubscription(id, lingeringUntil: now, transient: transient) }
             throw error
         }
         return state.withLock { state in
-            state.machine.subscriptions.entries[id]?.info ?? SubscriptionInfo(id: id, name: name, params: params, state: .pending, refs: 1)
+            state.machine.subscription(id) ?? SubscriptionInfo(id: id, name: name, params: params, state: .pending, refs: 1)
         }
     }
 
-    public var subscriptions: [SubscriptionInfo] { state.withLock { $0.machine.subscriptions.list } }
+    public var subscriptions: [SubscriptionInfo] { state.withLock { $0.machine.subscriptionList } }
 
     /// Drops a reference to a subscription; `false` when there is no such subscription.
     func unsubscribe(_ id: String, transient: Bool = false) -> Bool {
         let deadline = configuration.clock.now + configuration.subscriptionLinger
-        return state.withLock { state in
-            guard let entry = state.machine.subscriptions.entries[id], entry.info.refs > 0 else { return false }
-            return state.machine.subscriptions.release(id, at: deadline, transient: transient)
-        }
+        return state.withLock { $0.machine.releaseSubscription(id, lingeringUntil: deadline, transient: transient) }
     }
 
     func unsubscribe(named name: String) -> Int {
         let deadline = configuration.clock.now + configuration.subscriptionLinger
-        return state.withLock { $0.machine.subscriptions.releaseAll(named: name, at: deadline) }
+        return state.withLock { $0.machine.releaseSubscriptions(named: name, lingeringUntil: deadline) }
     }
 
     /// Stops upstream the subscriptions whose linger is over.
     func releaseLingering(now: ContinuousClock.Instant) async {
-        let expired = state.withLock { $0.machine.subscriptions.takeExpired(now: now) }
+        let expired = state.withLock { $0.machine.takeExpiredSubscriptions(now: now) }
         for id in expired { await client.unsubscribe(id) }
     }
 }

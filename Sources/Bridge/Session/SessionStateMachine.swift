@@ -3,13 +3,24 @@ import DDP
 import DDPClient
 import Foundation
 import HTTPTypes
+import NIOCore
 
-/// A session's books as a value, in the shape of ``DDP/DDPConnectionStateMachine``: what its
-/// upstream connection reported (state, user, failure), its subscription ledger, its event
-/// pipeline, its activity and open streams, its login, its store bookkeeping and its memory
-/// charge. It does no I/O and reads no clock: every input carries its instant, and what must
-/// happen outside (events to the streams, waiters to resume, a timer to arm) comes back as
-/// ``Action``s, which ``Session`` (the shell) performs under its lock, in order.
+/// A session as a value, in the shape of ``DDP/DDPConnectionStateMachine``: its ``Phase``
+/// (connecting, connected, upstream closed, login lost, closed), what its upstream connection
+/// reported (state, user, failure), its subscription ledger, its event pipeline, its recently
+/// encoded documents, its activity and open streams, its login, its store bookkeeping and its
+/// memory charge. All of it is private: every input is a method (what happened, with its
+/// instant), and what must happen outside (events to the streams, waiters to resume, a timer to
+/// arm, streams to end) comes back as ``Action``s, which ``Session`` (the shell, its only
+/// caller) performs under its lock, in order. It does no I/O and reads no clock.
+///
+/// The phases (docs/ARCHITECTURE.md draws them):
+///
+///     connecting ──connected──▶ connected ──dropped──▶ connecting
+///         │                        │
+///         ├──client closed──▶ upstreamClosed
+///         └─────── resume refused (from any open phase) ──▶ loginLost
+///     any phase ──close(reason:)──▶ closed (final)
 ///
 /// Tested as transcripts, without sockets (SessionStateMachineTests).
 struct SessionStateMachine: Sendable {
@@ -52,8 +63,27 @@ struct SessionStateMachine: Sendable {
         let loginToken: String?
     }
 
+    /// Where the session is in its life; requests, streams and the store follow it.
+    enum Phase: Sendable {
+        /// The upstream connection is not up yet, or is coming back: requests wait for it (up to
+        /// their timeout).
+        case connecting
+        /// Requests go upstream.
+        case connected
+        /// The connection stopped for good (its client was closed): requests get 503.
+        case upstreamClosed(reason: String)
+        /// The login no longer holds upstream (its resume token was refused after a reconnect):
+        /// every request gets 401 `login-lost`, streams ended with it, and the registry ends the
+        /// session. Never stored as an anonymous session.
+        case loginLost(BridgeError)
+        /// Ended (idle, deleted, shut down): final.
+        case closed(reason: String)
+    }
+
     // MARK: - The books
 
+    private(set) var phase: Phase = .connecting
+    /// The connection's state as last reported (for `GET /v1/session` and 503 details).
     private(set) var connection: ConnectionState = .idle
     /// Why the upstream is not usable (``DDP/ConnectionState/failure(previously:)``).
     private(set) var upstreamFailure: UpstreamFailure?
@@ -65,25 +95,21 @@ struct SessionStateMachine: Sendable {
     /// The bridge itself logged in with a password (so closing the session logs out upstream):
     /// claimed for the current token by whoever made the login (``claimLogin(token:byBridge:)``).
     private(set) var loggedInByBridge = false
-    /// The session had a login and lost it (its resume token was refused after a reconnect):
-    /// what every request gets from now on (401 `login-lost`); the registry ends the session.
-    private(set) var loginLost: BridgeError?
-    private(set) var closed: String?
     /// The subscription ledger (shared by name and params, counted, lingering).
-    var subscriptions = SharedSubscriptions()
-    private(set) var pipeline: EventPipeline
+    private var subscriptions = SharedSubscriptions()
+    private var pipeline: EventPipeline
     /// Recently answered single-document bodies, dropped as their documents change.
-    var encodedDocuments = EncodedDocuments()
-    private(set) var lastActivity: ContinuousClock.Instant
+    private var encodedDocuments = EncodedDocuments()
+    private var lastActivity: ContinuousClock.Instant
     /// Streams admitted and not yet detached.
-    private(set) var openStreams = 0
+    private var openStreams = 0
     private var flushArmed = false
 
     /// Saves of this session to its store so far (a store keeps only the newest).
-    private(set) var version: Int64 = 0
+    private var version: Int64 = 0
     /// The idle deadline last saved (ms since 1970), and whether anything else changed since.
-    private(set) var savedDeadline: Int64 = 0
-    private(set) var dirty = false
+    private var savedDeadline: Int64 = 0
+    private var dirty = false
     private var storeCheckedAt: ContinuousClock.Instant?
     /// A write of this session to its store is under way.
     private var saveInFlight = false
@@ -94,6 +120,18 @@ struct SessionStateMachine: Sendable {
     /// The cache's bytes at the last charge: documents still held (a stopped subscription's are
     /// removed by the server after its `unsub`, and may still be arriving meanwhile).
     private(set) var cachedBytes = 0
+
+    /// The session had a login and lost it: what every request gets (401 `login-lost`).
+    var loginLost: BridgeError? {
+        if case .loginLost(let error) = phase { error } else { nil }
+    }
+
+    private var isClosed: Bool {
+        if case .closed = phase { true } else { false }
+    }
+
+    /// The session's event log (read by streams' preludes, a page at a time, under the lock).
+    var log: EventLog { pipeline.log }
     private var budgetStopPending = false
 
     init(pipeline: EventPipeline, now: ContinuousClock.Instant) {
@@ -120,6 +158,13 @@ struct SessionStateMachine: Sendable {
             default:
                 break
             }
+            // A lost login and a closed session stay what they are; otherwise the phase follows the connection.
+            switch (phase, state) {
+            case (.loginLost, _), (.closed, _): break
+            case (_, .connected): phase = .connected
+            case (_, .closed(let reason)): phase = .upstreamClosed(reason: reason)
+            case (_, .idle), (_, .connecting), (_, .reconnecting): phase = .connecting
+            }
         case .subscriptionReady(let id):
             subscriptions.markReady(id)
             events = pipeline.event(.ready, ["subscriptions": [.string(id)]], now: now)
@@ -145,8 +190,11 @@ struct SessionStateMachine: Sendable {
             // requests get 401 `login-lost`, and the registry ends it.
             loginToken = nil
             loggedInByBridge = false
-            if loginLost == nil {
-                loginLost = BridgeError.from(DDPClientError.loginLost(refusal))
+            switch phase {
+            case .loginLost, .closed:
+                break
+            case .connecting, .connected, .upstreamClosed:
+                phase = .loginLost(BridgeError.from(DDPClientError.loginLost(refusal)))
                 if let ending = lostLoginEnding { actions.append(.finishStreams(ending: ending)) }
             }
         case .protocolError:
@@ -179,11 +227,18 @@ struct SessionStateMachine: Sendable {
     // MARK: - Requests that need the upstream
 
     var connectionWait: ConnectionWait {
-        if let loginLost { return .refused(loginLost) }
-        return switch connection {
+        switch phase {
+        case .loginLost(let error): .refused(error)
         case .connected: .ready
-        case .closed(let reason): .refused(.upstreamUnavailable("The upstream connection is closed: \(reason)"))
-        default: .wait
+        case .upstreamClosed(let reason): .refused(.upstreamUnavailable("The upstream connection is closed: \(reason)"))
+        case .connecting: .wait
+        // A closed session's connection is closing: what it says last.
+        case .closed:
+            switch connection {
+            case .connected: .ready
+            case .closed(let reason): .refused(.upstreamUnavailable("The upstream connection is closed: \(reason)"))
+            default: .wait
+            }
         }
     }
 
@@ -209,7 +264,7 @@ struct SessionStateMachine: Sendable {
 
     /// Admits one more stream (a closed session, or one at its limit, refuses it).
     mutating func admitStream(limit: Int) throws(BridgeError) {
-        if let closed { throw BridgeError.unauthorized("session-expired", "This session has ended: \(closed)") }
+        if case .closed(let reason) = phase { throw BridgeError.unauthorized("session-expired", "This session has ended: \(reason)") }
         if let loginLost { throw loginLost }
         guard openStreams < limit else {
             throw BridgeError(.tooManyRequests, "too-many-streams", "A session may have at most \(limit) open streams")
@@ -245,7 +300,7 @@ struct SessionStateMachine: Sendable {
     /// the delta to charge, and whether the session is anonymous. A closed session gave its
     /// charge back; what still arrives is not its to hold.
     mutating func charge(cachedBytes: Int) -> (delta: Int, anonymous: Bool) {
-        guard closed == nil else { return (0, false) }
+        guard !isClosed else { return (0, false) }
         self.cachedBytes = cachedBytes
         let bytes = cachedBytes + pipeline.log.bytes
         defer { chargedBytes = bytes }
@@ -263,13 +318,66 @@ struct SessionStateMachine: Sendable {
         return true
     }
 
+    // MARK: - Subscriptions
+
+    /// Takes a reference to the subscription for name and params: made (with `makeID`) when
+    /// there is none yet and the session holds fewer than `limit`, else `refusal(limit)`.
+    mutating func acquireSubscription(
+        _ name: String, _ params: [EJSON], limit: Int, transient: Bool, makeID: () -> String, refusal: (Int) -> BridgeError
+    ) throws(BridgeError) -> String {
+        let key = SharedSubscriptions.key(name, params)
+        if subscriptions.id(forKey: key) == nil && subscriptions.count >= limit { throw refusal(limit) }
+        return subscriptions.acquire(name, params, transient: transient, newID: makeID).id
+    }
+
+    /// A subscription is gone (refused, stopped on this side): off the ledger.
+    mutating func subscriptionFailed(_ id: String) { subscriptions.remove(id) }
+
+    /// Drops a reference; the subscription lingers until `deadline` when it was the last.
+    /// `false` when there is no such referenced subscription.
+    mutating func releaseSubscription(_ id: String, lingeringUntil deadline: ContinuousClock.Instant, transient: Bool) -> Bool {
+        guard let entry = subscriptions.entries[id], entry.info.refs > 0 else { return false }
+        return subscriptions.release(id, at: deadline, transient: transient)
+    }
+
+    /// Drops every reference to the subscriptions of `name`; how many there were.
+    mutating func releaseSubscriptions(named name: String, lingeringUntil deadline: ContinuousClock.Instant) -> Int {
+        subscriptions.releaseAll(named: name, at: deadline)
+    }
+
+    /// The subscriptions whose linger is over, off the ledger: to stop upstream.
+    mutating func takeExpiredSubscriptions(now: ContinuousClock.Instant) -> [String] { subscriptions.takeExpired(now: now) }
+
+    /// Takes on a stored subscription under its own id and reference count (`false`: not taken).
+    mutating func restoreSubscription(_ stored: StoredSubscription) -> Bool {
+        subscriptions.restore(id: stored.id, name: stored.name, params: stored.params, refs: stored.refs)
+    }
+
+    func holdsSubscription(key: String) -> Bool { subscriptions.id(forKey: key) != nil }
+    var subscriptionCount: Int { subscriptions.count }
+    var subscriptionList: [SubscriptionInfo] { subscriptions.list }
+    func subscription(_ id: String) -> SubscriptionInfo? { subscriptions.entries[id]?.info }
+
+    // MARK: - Encoded documents
+
+    /// The body answered for this document since its last change, if kept.
+    func encodedDocument(_ collection: String, _ id: String) -> ByteBuffer? { encodedDocuments.body(collection, id) }
+
+    /// Counts changes to the session's documents (a read notes it, to keep its body after).
+    var documentGeneration: UInt64 { encodedDocuments.generation }
+
+    /// Keeps a document's encoded body, unless a change came after the read it was made from.
+    mutating func keepEncodedDocument(_ body: ByteBuffer, _ collection: String, _ id: String, readAt generation: UInt64) {
+        encodedDocuments.keep(body, collection, id, readAt: generation)
+    }
+
     // MARK: - Closing
 
     /// Closes the books (`nil` when closed already): the streams' last frame, whether to log out
     /// upstream, and the charge to give back.
     mutating func close(reason: String, keepLogin: Bool) -> Closing? {
-        guard closed == nil else { return nil }
-        closed = reason
+        guard !isClosed else { return nil }
+        phase = .closed(reason: reason)
         defer { chargedBytes = 0 }
         let ending = SSEFrame.lastError("session-ended", "The session has ended: \(reason)")
         return Closing(ending: ending, logOut: loggedInByBridge && !keepLogin, charged: chargedBytes, anonymous: userID == nil)
@@ -284,7 +392,10 @@ struct SessionStateMachine: Sendable {
         onlyIfChanged: Bool, slack: Duration, now: ContinuousClock.Instant, wallClock: Date, idleTimeout: Duration
     ) -> StoreRecord? {
         // A session that lost its login is never stored as an anonymous one: it ends.
-        guard closed == nil, loginLost == nil else { return nil }
+        switch phase {
+        case .closed, .loginLost: return nil
+        case .connecting, .connected, .upstreamClosed: break
+        }
         let since = openStreams == 0 ? now - lastActivity : .zero
         let remaining = max(idleTimeout - since, .zero)
         let deadline = StoredSession.milliseconds(wallClock.addingTimeInterval(remaining.seconds))
