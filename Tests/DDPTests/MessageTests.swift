@@ -56,6 +56,20 @@ import Testing
         #expect(DDPError(ejson: "weird").error == .string("weird"), "a malformed error still becomes an error")
     }
 
+    /// Meteor answers a method it does not have with error 404 and a reason naming it (the
+    /// transcript 08-method-errors); the reason is all that tells it from a method's own 404.
+    @Test func anUnknownMethodIsRecognisedByTheNameCalled() {
+        let answer = DDPError(ejson: [
+            "isClientSafe": true, "error": 404, "reason": "Method 'no-such-method' not found",
+            "message": "Method 'no-such-method' not found [404]", "errorType": "Meteor.Error"
+        ])
+        #expect(answer.isMethodNotFound("no-such-method"))
+        #expect(answer == DDPError.methodNotFound("no-such-method"))
+        #expect(!answer.isMethodNotFound("other"), "a 404 naming another method is that method's failure")
+        #expect(!DDPError.meteor(404, "No such task").isMethodNotFound("no-such-method"), "a method's own 404")
+        #expect(!DDPError.meteor("404", "Method 'no-such-method' not found").isMethodNotFound("no-such-method"))
+    }
+
     @Test func clientMessagesEncodeAsMeteorSendsThem() {
         #expect(
             String(decoding: ClientMessage.connect(version: "1", support: ["1", "pre2", "pre1"]).encode(), as: UTF8.self)

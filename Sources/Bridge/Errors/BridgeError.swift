@@ -6,86 +6,58 @@ public import Hummingbird
 import NIOCore
 
 /// An error as every endpoint reports it: `{"error", "reason", "message", "details"}` with
-/// an HTTP status, built from Meteor errors by one documented mapping.
+/// an HTTP status, both given by its ``Code`` (Meteor's errors by one documented mapping).
 public struct BridgeError: Error, Sendable, HTTPResponseError {
-    public let status: HTTPResponse.Status
-    /// A machine-readable code: Meteor's `error` (string or number) or one of the bridge's own.
-    public let error: EJSON
+    /// What went wrong: the answer's `error` and its status.
+    public let code: Code
     public let reason: String
     public let details: EJSON?
     /// Seconds, for 429 and 503 answers.
     public let retryAfter: Int?
     public let allow: [HTTPRequest.Method]
 
-    public init(
-        _ status: HTTPResponse.Status, _ error: String, _ reason: String, details: EJSON? = nil, retryAfter: Int? = nil,
-        allow: [HTTPRequest.Method] = []
-    ) {
-        self.status = status
-        self.error = .string(error)
+    public init(_ code: Code, _ reason: String, details: EJSON? = nil, retryAfter: Int? = nil, allow: [HTTPRequest.Method] = []) {
+        self.code = code
         self.reason = reason
         self.details = details
         self.retryAfter = retryAfter
         self.allow = allow
     }
 
-    init(status: HTTPResponse.Status, error: EJSON, reason: String, details: EJSON?, retryAfter: Int?) {
-        self.status = status
-        self.error = error
-        self.reason = reason
-        self.details = details
-        self.retryAfter = retryAfter
-        self.allow = []
-    }
+    public var status: HTTPResponse.Status { code.status }
+
+    /// The machine-readable code as the answer says it: Meteor's `error` (string or number) or
+    /// one of the bridge's own.
+    public var error: EJSON { code.ejson }
 
     public static func badRequest(_ reason: String, details: EJSON? = nil) -> BridgeError {
-        BridgeError(.badRequest, "bad-request", reason, details: details)
+        BridgeError(.badRequest, reason, details: details)
     }
 
-    public static func notFound(_ reason: String) -> BridgeError { BridgeError(.notFound, "not-found", reason) }
-
-    public static func unauthorized(_ error: String, _ reason: String) -> BridgeError { BridgeError(.unauthorized, error, reason) }
+    public static func notFound(_ reason: String) -> BridgeError { BridgeError(.notFound, reason) }
 
     public static func upstreamUnavailable(_ reason: String, retryAfter: Int = 5) -> BridgeError {
-        BridgeError(.serviceUnavailable, "upstream-unavailable", reason, retryAfter: retryAfter)
+        BridgeError(.upstreamUnavailable, reason, retryAfter: retryAfter)
     }
 
-    public static let upstreamTimeout = BridgeError(.gatewayTimeout, "upstream-timeout", "The upstream did not answer in time")
+    public static let upstreamTimeout = BridgeError(.upstreamTimeout, "The upstream did not answer in time")
 
-    /// Meteor's error → HTTP: a numeric code in 400–599 is the status; `too-many-requests` is
-    /// 429 with `Retry-After`; `not-authorized`/`forbidden`/`access-denied` are 403; `not-found`
-    /// is 404; other string codes are 400 (a client-safe application error); others 500.
+    /// Meteor's error, passed through with the status ``Code/status`` gives it; Meteor's
+    /// `too-many-requests` gets `Retry-After` from its `timeToReset`.
     public static func from(_ error: DDPError) -> BridgeError {
         let reason = error.reason ?? error.message ?? "\(error.error)"
-        let status: HTTPResponse.Status
         var retryAfter: Int?
-        switch error.error {
-        case .number(let code) where (400...599).contains(code):
-            status = HTTPResponse.Status(code: code)
-        case .number:
-            status = .internalServerError
-        case .string("too-many-requests"):
-            status = .tooManyRequests
+        if error.error == .string("too-many-requests") {
             retryAfter = retryAfterSeconds(milliseconds: error.details?["timeToReset"]?.numberValue)
-        case .string("not-authorized"), .string("forbidden"), .string("access-denied"):
-            status = .forbidden
-        case .string("not-found"):
-            status = .notFound
-        case .string:
-            status = .badRequest
         }
-        let code: EJSON =
-            switch error.error {
-            case .string(let s): .string(s)
-            case .number(let n): .int(n)
-            }
-        return BridgeError(status: status, error: code, reason: reason, details: error.details, retryAfter: retryAfter)
+        return BridgeError(.meteor(error.error), reason, details: error.details, retryAfter: retryAfter)
     }
 
     /// A cause on the bridge's side of the upstream (``DDP/DDPClientError``) → HTTP, by its code;
-    /// the code is the answer's `error`, as the same cause reads in a stream's `nosub` event.
+    /// the answer's `error` is the cause's code, as the same cause reads in a stream's `nosub`
+    /// event (but `timed-out` and `cancelled`, which are `upstream-timeout` and `upstream-unavailable`).
     public static func from(_ error: DDPClientError) -> BridgeError {
-        let status: HTTPResponse.Status
+        let code: Code
         var retryAfter: Int?
         switch error.code {
         case .timedOut:
@@ -94,30 +66,32 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
             return upstreamUnavailable(error.reason)
         case .connectionClosed:
             // The bridge's own client gave up on the call (its connection closed): not the caller's fault.
-            status = .serviceUnavailable
+            code = .connectionClosed
             retryAfter = 1
         case .messageTooLarge:
             // The upstream sent more than the bridge accepts in one message: not the caller's fault.
-            status = .badGateway
+            code = .messageTooLarge
         case .tooManyDocuments:
             // The session's document limit (`--session-max-documents`) stopped the subscription.
-            status = .unprocessableContent
+            code = .tooManyDocuments
         case .memoryBudgetExhausted:
             // The process's memory budget stopped the subscription while it loaded.
-            status = .serviceUnavailable
+            code = .memoryBudgetExhausted
             retryAfter = 30
         case .memoryShareExhausted:
-            status = .tooManyRequests
+            code = .memoryShareExhausted
             retryAfter = 30
         case .loginLost:
             // The session's login no longer holds upstream: it ended; log in again (a new session).
-            status = .unauthorized
+            code = .loginLost
+        case .subscriptionStopped:
+            // The subscription is not there to wait for.
+            code = .subscriptionStopped
         default:
-            // `subscription-stopped`: the subscription is not there to wait for.
-            status = .badRequest
+            // A cause added to DDPClientError without a code here (BridgeErrorCodeTests lists them).
+            code = .internalError
         }
-        return BridgeError(
-            status: status, error: .string(error.code.description), reason: error.reason, details: error.details, retryAfter: retryAfter)
+        return BridgeError(code, error.reason, details: error.details, retryAfter: retryAfter)
     }
 
     /// `Retry-After` from a time in milliseconds that came from outside (Meteor's `timeToReset`):
@@ -135,22 +109,19 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
         case let error as DDPError: return from(error)
         case let error as DDPClientError: return from(error)
         case is NIOTooManyBytesError:
-            return BridgeError(.contentTooLarge, "body-too-large", "The request body is larger than the limit")
+            return BridgeError(.bodyTooLarge, "The request body is larger than the limit")
         case let error as HTTPError:
             switch error.status {
-            case .contentTooLarge: return BridgeError(.contentTooLarge, "body-too-large", "The request body is larger than the limit")
-            case .notFound: return BridgeError(.notFound, "not-found", "No such route")
-            default: return BridgeError(error.status, "http-error", error.body ?? error.status.reasonPhrase)
+            case .contentTooLarge: return BridgeError(.bodyTooLarge, "The request body is larger than the limit")
+            case .notFound: return BridgeError(.notFound, "No such route")
+            default: return BridgeError(.httpError(error.status), error.body ?? error.status.reasonPhrase)
             }
         default:
-            return BridgeError(.internalServerError, "internal-error", "Internal error")
+            return BridgeError(.internalError, "Internal error")
         }
     }
 
-    public var message: String {
-        let code = error.stringValue ?? error.intValue.map(String.init) ?? "\(error)"
-        return "\(reason) [\(code)]"
-    }
+    public var message: String { "\(reason) [\(code)]" }
 
     public var body: EJSON {
         var o: EJSONObject = ["error": error, "reason": .string(reason), "message": .string(message)]

@@ -137,10 +137,11 @@ extension BridgeRoutes {
     {
         try await session.waitUntilConnected(timeout: configuration.connectTimeout)
         let options = MethodOptions(randomSeed: randomSeed)
+        let method = "/\(name)/\(op)"
         do {
-            return try await session.client.call("/\(name)/\(op)", params: params, options: options, timeout: configuration.requestTimeout)
-        } catch let error as DDPError where error.error == .number(404) && (error.reason ?? "").hasPrefix("Method '") {
-            return try await session.client.call("/\(name)/\(op)Async", params: params, options: options, timeout: configuration.requestTimeout)
+            return try await session.client.call(method, params: params, options: options, timeout: configuration.requestTimeout)
+        } catch let error as DDPError where error.isMethodNotFound(method) {
+            return try await session.client.call(method + "Async", params: params, options: options, timeout: configuration.requestTimeout)
         }
     }
 

@@ -62,9 +62,8 @@ extension BridgeRoutes {
             return Reply.json(.array(described), status: .created)
         }
         throw BridgeError(
-            status: first.status, error: "subscription-failed",
-            reason:
-                "\(outcomes.filter { if case .failure = $0 { true } else { false } }.count) of \(requests.count) subscriptions failed: \(first.reason)",
+            .subscriptionFailed(first.status),
+            "\(outcomes.filter { if case .failure = $0 { true } else { false } }.count) of \(requests.count) subscriptions failed: \(first.reason)",
             details: ["subscriptions": .array(described)], retryAfter: first.retryAfter)
     }
 

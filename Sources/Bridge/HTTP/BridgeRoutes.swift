@@ -89,7 +89,7 @@ struct BridgeRoutes: Sendable {
     /// 401 `login-lost` for a session whose login no longer holds upstream (it ends).
     func session(_ request: Request, _ context: BridgeRequestContext) async throws -> Session {
         guard let credential = RequestInput.credential(request) else {
-            throw BridgeError.unauthorized("no-session", Self.noSessionReason(authorization: request.headers[.authorization]))
+            throw BridgeError(.noSession, Self.noSessionReason(authorization: request.headers[.authorization]))
         }
         let session: Session
         if SessionToken.isSessionToken(credential.token) {
@@ -97,7 +97,7 @@ struct BridgeRoutes: Sendable {
         } else if credential.fromBearer {
             session = try await sessionForMeteorToken(credential.token, request, context)
         } else {
-            throw BridgeError.unauthorized("invalid-session", "Unknown session token")
+            throw BridgeError(.invalidSession, "Unknown session token")
         }
         // A session that lost its login never answers as an anonymous one.
         try await registry.checkLogin(session)
@@ -131,7 +131,7 @@ struct BridgeRoutes: Sendable {
         // moment ago, is answered without troubling the upstream (or the login rate limit).
         let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~+/=")
         guard (8...512).contains(token.count), token.allSatisfy(allowed.contains), !registry.wasRefused(meteorKey: key) else {
-            throw BridgeError.unauthorized("invalid-login-token", "The Meteor login token was refused")
+            throw BridgeError(.invalidLoginToken, "The Meteor login token was refused")
         }
         let address = RequestInput.clientAddress(request, context, configuration: configuration)
         try registry.checkSessionRate(configuration.clientKey(address))
@@ -145,7 +145,7 @@ struct BridgeRoutes: Sendable {
         } catch let error as DDPError where error.error == .number(403) {
             registry.rememberRefused(meteorKey: key)
             await registry.end(session, reason: "the Meteor login token was refused")
-            throw BridgeError.unauthorized("invalid-login-token", "The Meteor login token was refused: \(error.reason ?? "403")")
+            throw BridgeError(.invalidLoginToken, "The Meteor login token was refused: \(error.reason ?? "403")")
         } catch {
             await registry.end(session, reason: "could not be set up")
             throw error

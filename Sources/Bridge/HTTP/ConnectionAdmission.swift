@@ -1,4 +1,6 @@
+import DDP
 import Foundation
+import HTTPTypes
 import Logging
 import NIOCore
 
@@ -91,14 +93,16 @@ final class ConnectionAdmission: Sendable {
 
     /// The answer written to a refused connection before it is closed.
     static func refusal(_ decision: Decision) -> ByteBuffer {
-        let (status, code, reason) =
+        let error =
             decision == .tooManyFromAddress
-            ? ("429 Too Many Requests", "too-many-connections-from-address", "This address has its maximum of connections open")
-            : ("503 Service Unavailable", "too-many-connections", "The bridge holds its maximum of connections")
-        let body = #"{"error":"\#(code)","reason":"\#(reason)","message":"\#(reason) [\#(code)]","details":null}"#
-        return ByteBuffer(
-            string: "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
-                + "Retry-After: 5\r\nConnection: close\r\n\r\n\(body)")
+            ? BridgeError(.tooManyConnectionsFromAddress, "This address has its maximum of connections open")
+            : BridgeError(.tooManyConnections, "The bridge holds its maximum of connections")
+        let body = EJSONWriter.encode(error.body)
+        var answer = ByteBuffer(
+            string: "HTTP/1.1 \(error.status.code) \(error.status.reasonPhrase)\r\nContent-Type: application/json\r\n"
+                + "Content-Length: \(body.count)\r\nRetry-After: 5\r\nConnection: close\r\n\r\n")
+        answer.writeBytes(body)
+        return answer
     }
 
     // MARK: - Descriptors

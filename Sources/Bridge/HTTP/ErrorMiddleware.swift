@@ -14,7 +14,7 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
             // The router found no handler: a known path with another verb is 405.
             guard let allowed = routes.methods(for: request.uri.path) else { throw BridgeError.from(error) }
             throw BridgeError(
-                .methodNotAllowed, "method-not-allowed",
+                .methodNotAllowed,
                 "\(request.method.rawValue) is not allowed here; use \(allowed.map(\.rawValue).joined(separator: ", "))", allow: allowed)
         }
     }

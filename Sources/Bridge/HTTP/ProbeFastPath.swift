@@ -30,7 +30,7 @@ struct ProbeAnswer: Sendable {
     static func readiness(_ connection: ConnectionState, failure: UpstreamFailure?, sessions: Int, shuttingDown: Bool) -> ProbeAnswer {
         if shuttingDown {
             let error = BridgeError(
-                .serviceUnavailable, "shutting-down", "The bridge is shutting down; requests in flight finish, new ones belong elsewhere",
+                .shuttingDown, "The bridge is shutting down; requests in flight finish, new ones belong elsewhere",
                 retryAfter: 5)
             return ProbeAnswer(status: error.status, headers: [.retryAfter: "5"], json: error.body)
         }
@@ -42,7 +42,7 @@ struct ProbeAnswer: Sendable {
         if case .reconnecting(_, let delay, _) = connection { retry = BridgeError.retryAfterSeconds(milliseconds: delay.seconds * 1000) }
         let reason = "The upstream Meteor server is not reachable" + (failure.map { ": \($0.message)" } ?? "")
         let error = BridgeError(
-            .serviceUnavailable, "upstream-unavailable", reason, details: UpstreamFailure.details(connection, failure), retryAfter: retry)
+            .upstreamUnavailable, reason, details: UpstreamFailure.details(connection, failure), retryAfter: retry)
         return ProbeAnswer(status: error.status, headers: [.retryAfter: String(retry)], json: error.body)
     }
 

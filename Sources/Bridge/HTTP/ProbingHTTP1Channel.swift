@@ -119,7 +119,7 @@ struct ProbingHTTP1Channel: ServerChildChannel {
         let answer =
             error == .headerOverflow
             ? BridgeError(
-                .requestHeaderFieldsTooLarge, "request-header-too-large",
+                .requestHeaderTooLarge,
                 "The request line or its headers are larger than 80 KiB (a request target is taken up to 64 KiB)")
             : BridgeError.badRequest("The request is not valid HTTP/1.1 (\(error))")
         return (answer.status, ByteBuffer(bytes: EJSONWriter.encode(answer.body)))

@@ -37,7 +37,7 @@ struct RequestHygieneMiddleware: RouterMiddleware {
         let target = request.head.path?.utf8.count ?? 0
         if target > Self.maximumTargetBytes {
             throw BridgeError(
-                .uriTooLong, "uri-too-long",
+                .uriTooLong,
                 "The request's path and query are \(target) bytes; the bridge takes at most \(Self.maximumTargetBytes) (64 KiB): narrow the selector or the list of values",
                 details: ["length": .int(target), "limit": .int(Self.maximumTargetBytes)])
         }
@@ -49,20 +49,20 @@ struct RequestHygieneMiddleware: RouterMiddleware {
         if request.method != .get, request.method != .head, request.method != .options {
             if standing == .refused {
                 throw BridgeError(
-                    .forbidden, "origin-not-allowed",
+                    .originNotAllowed,
                     "Requests from the origin '\(origin?.prefix(200) ?? "")' may not write here (it is not among the bridge's CORS or public origins)"
                 )
             }
             let bearer = request.headers[.authorization].map { $0.prefix(7).lowercased() == "bearer " } ?? false
             // Refused as authentication failures (401/403), before anything else is looked at.
             if !bearer, RequestInput.query(request, "token") != nil {
-                throw BridgeError.unauthorized(
-                    "query-token-not-allowed", "a token in the query string is accepted on GET only; send it as Authorization: Bearer")
+                throw BridgeError(
+                    .queryTokenNotAllowed, "a token in the query string is accepted on GET only; send it as Authorization: Bearer")
             }
             let cookie = request.headers[values: .cookie].contains { $0.contains(SessionCookie.name + "=") }
             if !bearer, cookie, request.method != .delete, !Self.isJSON(request.headers[.contentType]) {
                 throw BridgeError(
-                    .forbidden, "cookie-write-not-json",
+                    .cookieWriteNotJSON,
                     "a write authenticated by the session cookie must be sent as Content-Type: application/json")
             }
         }

@@ -76,12 +76,12 @@ public final class PublicFanout: Service, Sendable {
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.readers < configuration.publicMaxReaders else {
                 throw BridgeError(
-                    .serviceUnavailable, "too-many-public-readers",
+                    .tooManyPublicReaders,
                     "The bridge serves its maximum of \(configuration.publicMaxReaders) public streams", retryAfter: 30)
             }
             guard state.perAddress[address, default: 0] < configuration.publicMaxReadersPerAddress else {
                 throw BridgeError(
-                    .tooManyRequests, "too-many-public-streams",
+                    .tooManyPublicStreams,
                     "This address has its maximum of \(configuration.publicMaxReadersPerAddress) public streams open", retryAfter: 10)
             }
             state.readers += 1
@@ -137,7 +137,7 @@ public final class PublicFanout: Service, Sendable {
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             let refusal = { (limit: Int) in
                 BridgeError(
-                    .serviceUnavailable, "too-many-public-subscriptions",
+                    .tooManyPublicSubscriptions,
                     "The bridge holds its maximum of \(limit) distinct public subscriptions (publication + params)", retryAfter: 30)
             }
             // Nothing the upstream says closes a connection for good, but one that is closed all
@@ -154,7 +154,7 @@ public final class PublicFanout: Service, Sendable {
             let share = configuration.publicMaxSubscriptionsPerAddress
             guard state.madeBy[address, default: 0] < share else {
                 throw BridgeError(
-                    .tooManyRequests, "too-many-public-subscriptions-from-address",
+                    .tooManyPublicSubscriptionsFromAddress,
                     "This address made its maximum of \(share) distinct public subscriptions (publication + params) still held; read those, or retry once they are released",
                     retryAfter: max(1, Int(configuration.subscriptionLinger.wholeSeconds) + 1))
             }

@@ -114,16 +114,16 @@ public struct PublicPublications: Sendable, Equatable {
     public func check(_ name: String, _ params: [EJSON]) throws(BridgeError) {
         guard let entry = entries[name] else {
             throw BridgeError(
-                .forbidden, "not-public", "Publication '\(name.prefix(200))' is not public on this bridge (see GET /v1/public/publications)")
+                .notPublic, "Publication '\(name.prefix(200))' is not public on this bridge (see GET /v1/public/publications)")
         }
         let encoded = EJSONWriter.encode(.array(params))
         guard encoded.count <= Self.maxParameterBytes else {
-            throw BridgeError(.badRequest, "invalid-params", "Public parameters may take at most \(Self.maxParameterBytes) bytes of JSON")
+            throw BridgeError(.invalidParams, "Public parameters may take at most \(Self.maxParameterBytes) bytes of JSON")
         }
         guard let types = entry.parameters else { return }
         guard types.count == params.count, zip(types, params).allSatisfy({ $0.admits($1) }) else {
             throw BridgeError(
-                .badRequest, "invalid-params",
+                .invalidParams,
                 "Publication '\(name)' takes public parameters \(entry.signature); got \(String(decoding: encoded.prefix(200), as: UTF8.self))")
         }
     }

@@ -295,7 +295,7 @@ public struct QueryBudget: Sendable {
     /// 422 `query-too-expensive`, with what was done.
     func refusal(examined: Int, matches: Int, work: Int) -> BridgeError {
         BridgeError(
-            .unprocessableContent, "query-too-expensive",
+            .queryTooExpensive,
             "The query examined \(examined) documents (\(work) units of work) without finishing within \(limit) (the --query-time-budget); narrow the selector",
             details: ["examined": .int(examined), "matched": .int(matches), "work": .int(work)])
     }

@@ -349,11 +349,11 @@ public final class Session: Sendable {
         let size = name.utf8.count + EJSONWriter.encode(.array(params)).count
         guard size <= configuration.maxSubscriptionParamsSize else {
             throw BridgeError(
-                .contentTooLarge, "params-too-large",
+                .paramsTooLarge,
                 "A subscription's name and params may take at most \(configuration.maxSubscriptionParamsSize) bytes of JSON; these take \(size)")
         }
         let acquired = try acquireSubscription(name, params, limit: configuration.maxSubscriptionsPerSession, transient: transient) {
-            BridgeError(.tooManyRequests, "too-many-subscriptions", "A session may hold at most \($0) subscriptions")
+            BridgeError(.tooManySubscriptions, "A session may hold at most \($0) subscriptions")
         }
         return try await startSubscription(acquired, name, params: params, wait: wait, timeout: timeout, transient: transient)
     }

@@ -126,11 +126,11 @@ public final class SessionRegistry: Service, Sendable {
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
             guard state.sessions.count < configuration.maxSessions else {
                 throw BridgeError(
-                    .serviceUnavailable, "too-many-sessions", "The bridge holds its maximum of \(configuration.maxSessions) sessions", retryAfter: 30)
+                    .tooManySessions, "The bridge holds its maximum of \(configuration.maxSessions) sessions", retryAfter: 30)
             }
             guard state.perAddress[client, default: 0] < configuration.maxSessionsPerAddress else {
                 throw BridgeError(
-                    .tooManyRequests, "too-many-sessions",
+                    .tooManySessionsFromAddress,
                     "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions", retryAfter: 60)
             }
             state.sessions[user.tokenHash] = session
@@ -141,7 +141,7 @@ public final class SessionRegistry: Service, Sendable {
     }
 
     static func expired(_ reason: String) -> BridgeError {
-        .unauthorized("session-expired", "This session has ended: \(reason). Create a new one with POST /v1/sessions")
+        BridgeError(.sessionExpired, "This session has ended: \(reason). Create a new one with POST /v1/sessions")
     }
 
     /// The session of a bridge token: held here, or resumed from the store (after a restart, or
@@ -157,7 +157,7 @@ public final class SessionRegistry: Service, Sendable {
             if let resuming = state.resuming[hash] { return .resuming(resuming) }
             if let session = state.sessions[hash] { return .held(session) }
             if let answer = state.ended[hash] { throw answer }
-            guard persistence != nil, !state.shuttingDown else { throw .unauthorized("invalid-session", "Unknown session token") }
+            guard persistence != nil, !state.shuttingDown else { throw BridgeError(.invalidSession, "Unknown session token") }
             let task = Task { try await self.resume(hash) }
             state.resuming[hash] = task
             return .resuming(task)
@@ -199,13 +199,13 @@ public final class SessionRegistry: Service, Sendable {
     /// from before gets a reset and a snapshot.
     private func resume(_ hash: String) async throws -> Session {
         defer { state.withLock { _ = $0.resuming.removeValue(forKey: hash) } }
-        guard let persistence else { throw BridgeError.unauthorized("invalid-session", "Unknown session token") }
+        guard let persistence else { throw BridgeError(.invalidSession, "Unknown session token") }
         let stored: StoredSession
         switch await persistence.load(tokenHash: hash) {
-        case .absent: throw BridgeError.unauthorized("invalid-session", "Unknown session token")
+        case .absent: throw BridgeError(.invalidSession, "Unknown session token")
         case .unavailable:
             throw BridgeError(
-                .serviceUnavailable, "session-store-unavailable", "This session is not held here and the session store does not answer; try again",
+                .sessionStoreUnavailable, "This session is not held here and the session store does not answer; try again",
                 retryAfter: 5)
         case .found(let record): stored = record
         }
@@ -221,7 +221,7 @@ public final class SessionRegistry: Service, Sendable {
                 metadata: ["ddp.token_hash": .string(String(hash.prefix(8)))])
             metrics.sessionKeyMismatches.increment()
             throw BridgeError(
-                .serviceUnavailable, "session-key-mismatch",
+                .sessionKeyMismatch,
                 "This session was sealed with another session key than this bridge's; a bridge with that key can serve it", retryAfter: 5)
         }
         let user = Session.UserIdentity(
@@ -331,7 +331,7 @@ public final class SessionRegistry: Service, Sendable {
         let (seconds, attoseconds) = wait.components
         let milliseconds = min(max(seconds, 0), 86_400) * 1000 + max(attoseconds, 0) / 1_000_000_000_000_000
         return BridgeError(
-            .tooManyRequests, "too-many-requests", reason,
+            .tooManyRequests, reason,
             details: ["timeToReset": .int(Int(clamping: milliseconds))],
             retryAfter: BridgeError.retryAfterSeconds(milliseconds: Double(milliseconds)))
     }

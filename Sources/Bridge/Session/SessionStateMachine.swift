@@ -253,7 +253,7 @@ struct SessionStateMachine: Sendable {
         let failure = upstreamFailure ?? elsewhere
         let reason = "The upstream Meteor server is unreachable" + (failure.map { ": \($0.message)" } ?? "")
         return BridgeError(
-            .serviceUnavailable, "upstream-unavailable", reason, details: UpstreamFailure.details(connection, failure), retryAfter: retry)
+            .upstreamUnavailable, reason, details: UpstreamFailure.details(connection, failure), retryAfter: retry)
     }
 
     // MARK: - Activity and streams
@@ -264,10 +264,10 @@ struct SessionStateMachine: Sendable {
 
     /// Admits one more stream (a closed session, or one at its limit, refuses it).
     mutating func admitStream(limit: Int) throws(BridgeError) {
-        if case .closed(let reason) = phase { throw BridgeError.unauthorized("session-expired", "This session has ended: \(reason)") }
+        if case .closed(let reason) = phase { throw BridgeError(.sessionExpired, "This session has ended: \(reason)") }
         if let loginLost { throw loginLost }
         guard openStreams < limit else {
-            throw BridgeError(.tooManyRequests, "too-many-streams", "A session may have at most \(limit) open streams")
+            throw BridgeError(.tooManyStreams, "A session may have at most \(limit) open streams")
         }
         openStreams += 1
     }

@@ -43,6 +43,21 @@ public struct DDPError: Error, Sendable, Equatable, CustomStringConvertible {
         DDPError(error: .string(code), reason: reason, details: details)
     }
 
+    /// The server's answer to a call of a method it does not have, as Meteor's DDP server
+    /// (`livedata_server.js`) sends it: `Meteor.Error(404, "Method '<name>' not found")`.
+    public static func methodNotFound(_ method: String) -> DDPError { .meteor(404, "Method '\(method)' not found") }
+
+    /// Whether this is the server's answer to a call of `method` because it has no such method.
+    ///
+    /// The wire gives nothing better than the reason text: Meteor answers an unknown method
+    /// with error 404 and the reason ``methodNotFound(_:)`` writes, which a method could also
+    /// throw itself, and no other field tells them apart. So this is the one place that reads
+    /// it, and it takes the name called: a 404 naming another method (one the method called
+    /// in turn) is that method's failure.
+    public func isMethodNotFound(_ method: String) -> Bool {
+        error == .number(404) && reason == "Method '\(method)' not found"
+    }
+
     /// Reads an error object; a malformed one still yields an error (never crashes).
     public init(ejson: EJSON) {
         let object = ejson.objectValue ?? [:]

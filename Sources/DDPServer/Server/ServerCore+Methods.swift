@@ -24,7 +24,7 @@ extension ServerCore {
         } else if configuration.collectionMethods, let collectionMethod = parseCollectionMethod(name) {
             outcome = await callCollectionMethod(connection, collectionMethod, params: params, randomSeed: randomSeed)
         } else {
-            send(connection, .result(id: id, outcome: .failure(.meteor(404, "Method '\(name)' not found"))))
+            send(connection, .result(id: id, outcome: .failure(.methodNotFound(name))))
             send(connection, .updated(methods: [id]))
             return
         }
