@@ -52,7 +52,9 @@ import Testing
         (.shuttingDown, .serviceUnavailable, "shutting-down"),
         (.sessionStoreUnavailable, .serviceUnavailable, "session-store-unavailable"),
         (.sessionKeyMismatch, .serviceUnavailable, "session-key-mismatch"),
-        (.internalError, .internalServerError, "internal-error")
+        (.internalError, .internalServerError, "internal-error"),
+        (.slowConsumer, .tooManyRequests, "slow-consumer"),
+        (.sessionEnded, .unauthorized, "session-ended")
     ]
 
     @Test func eachCodeHasItsStatusAndWireName() {

@@ -30,7 +30,7 @@ extension BridgeError {
             case tooManyConnections, tooManyConnectionsFromAddress
             case tooManyDocuments, memoryBudgetExhausted, memoryShareExhausted
             case upstreamUnavailable, upstreamTimeout, connectionClosed, messageTooLarge, subscriptionStopped
-            case shuttingDown, sessionStoreUnavailable, sessionKeyMismatch, internalError
+            case shuttingDown, sessionStoreUnavailable, sessionKeyMismatch, internalError, slowConsumer, sessionEnded
 
             /// The table: each code's wire name and status.
             var entry: (name: String, status: HTTPResponse.Status) {
@@ -76,6 +76,9 @@ extension BridgeError {
                 case .sessionStoreUnavailable: ("session-store-unavailable", .serviceUnavailable)
                 case .sessionKeyMismatch: ("session-key-mismatch", .serviceUnavailable)
                 case .internalError: ("internal-error", .internalServerError)
+                // A stream's last event only (its status is never sent: the stream answered 200).
+                case .slowConsumer: ("slow-consumer", .tooManyRequests)
+                case .sessionEnded: ("session-ended", .unauthorized)
                 }
             }
         }
@@ -180,6 +183,10 @@ extension BridgeError {
         public static let sessionKeyMismatch = Code(.sessionKeyMismatch)
         /// Anything else: the log has the cause, the answer does not.
         public static let internalError = Code(.internalError)
+        /// A stream fell further behind than its buffer (its last event).
+        public static let slowConsumer = Code(.slowConsumer)
+        /// The stream's session ended (its last event).
+        public static let sessionEnded = Code(.sessionEnded)
 
         // MARK: Codes that carry their status
 

@@ -280,7 +280,7 @@ final class EventStream: Sendable {
     }
 
     private static func slowConsumer(_ limit: Int) -> [UInt8] {
-        SSEFrame.lastError("slow-consumer", "The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up")
+        SSEFrame.lastError(.slowConsumer, "The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up")
     }
 
     /// Whether the stream has its last frame (cut, or ended): nothing more will be added.
@@ -289,7 +289,7 @@ final class EventStream: Sendable {
     /// The last frame of a stream whose prelude waited `timeout` on a reader that took nothing.
     static func stalled(_ timeout: Duration) -> [UInt8] {
         SSEFrame.lastError(
-            "slow-consumer",
+            .slowConsumer,
             "The stream's start waited \(timeout) for a reader that took nothing (the --stream-stall-timeout); reconnect with Last-Event-ID to go on")
     }
 

@@ -14,7 +14,7 @@ final class LiveStreams: Sendable {
     }
 
     /// The last event of a stream the bridge's shutdown ends.
-    static let shuttingDown = SSEFrame.lastError("shutting-down", "The bridge is shutting down; reconnect with Last-Event-ID")
+    static let shuttingDown = SSEFrame.lastError(.shuttingDown, "The bridge is shutting down; reconnect with Last-Event-ID")
 
     private let state = LockedState(State())
     private let clock: BridgeClock

@@ -27,8 +27,8 @@ public enum SSEFrame {
 
     /// A stream's last event: `error` with a code and a reason, no id (the server ends the
     /// stream after it).
-    static func lastError(_ code: String, _ reason: String) -> [UInt8] {
-        encode(id: nil, event: "error", data: ["error": .string(code), "reason": .string(reason)])
+    static func lastError(_ code: BridgeError.Code, _ reason: String) -> [UInt8] {
+        encode(id: nil, event: "error", data: ["error": .string(code.description), "reason": .string(reason)])
     }
 
     /// The reconnection delay hint, sent first.

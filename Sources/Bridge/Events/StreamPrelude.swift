@@ -83,7 +83,7 @@ struct StreamPrelude: Sendable {
     }
 
     static let fellBehind = SSEFrame.lastError(
-        "slow-consumer", "The stream's replay fell behind the session's event log; reconnect with Last-Event-ID to get a reset and a snapshot")
+        .slowConsumer, "The stream's replay fell behind the session's event log; reconnect with Last-Event-ID to get a reset and a snapshot")
 }
 
 /// A snapshot's documents, walked from versions of the collections taken when the stream
@@ -195,5 +195,5 @@ struct SnapshotWalk: Sendable {
     }
 
     /// A live query's last event when matching costs more than it may.
-    static func tooExpensive(_ reason: String) -> [UInt8] { SSEFrame.lastError("query-too-expensive", reason) }
+    static func tooExpensive(_ reason: String) -> [UInt8] { SSEFrame.lastError(.queryTooExpensive, reason) }
 }

@@ -291,7 +291,7 @@ struct SessionStateMachine: Sendable {
 
     /// The last frame every stream gets once the login is lost, open or attaching (`nil`: it is not).
     var lostLoginEnding: [UInt8]? {
-        loginLost.map { SSEFrame.lastError("login-lost", $0.reason) }
+        loginLost.map { SSEFrame.lastError(.loginLost, $0.reason) }
     }
 
     // MARK: - Memory budget
@@ -379,7 +379,7 @@ struct SessionStateMachine: Sendable {
         guard !isClosed else { return nil }
         phase = .closed(reason: reason)
         defer { chargedBytes = 0 }
-        let ending = SSEFrame.lastError("session-ended", "The session has ended: \(reason)")
+        let ending = SSEFrame.lastError(.sessionEnded, "The session has ended: \(reason)")
         return Closing(ending: ending, logOut: loggedInByBridge && !keepLogin, charged: chargedBytes, anonymous: userID == nil)
     }
 
