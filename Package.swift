@@ -250,6 +250,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TimingTests",
+            dependencies: [
+                "Timing",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio")
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "DDPClientTests",
             dependencies: [
                 "DDP",
