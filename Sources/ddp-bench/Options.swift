@@ -3,7 +3,7 @@ import Foundation
 /// The harness's command line, checked: unknown options, missing values and numbers out of
 /// range are refused with the usage, before anything starts.
 struct BenchOptions {
-    static let allParts = ["micro", "sse", "latency", "rest", "sessions", "load", "public", "nchan"]
+    static let allParts = ["micro", "sse", "latency", "rest", "sessions", "load", "public", "broadcaster", "nchan"]
 
     static let usage = """
         usage: ddp-bench [options]

@@ -275,6 +275,9 @@ let publicRate = smoke ? 100 : 1_000
 let publicCount = options.publicChanges ?? (smoke ? 100 : 3_000)
 let publicLatencyRate = smoke ? 20 : 100
 var publicResult: PublicBench.Result?
+/// The public part's run at `publicLatencyRate`, for the broadcaster's comparison.
+var publicSlowResult: PublicBench.Result?
+let publicSlowCount = smoke ? 50 : 1_000
 
 await part("public") {
     await upstream.stop()
@@ -314,10 +317,11 @@ await part("public") {
     }
     // Latency at a rate the readers can take: 100 changes/s to every reader (1,000,000 events/s
     // offered to 10,000), in a run of its own, against the raw WebSocket reader at that rate.
-    let (slowRate, slowCount) = (publicLatencyRate, smoke ? 50 : 1_000)
+    let (slowRate, slowCount) = (publicLatencyRate, publicSlowCount)
     let slowRaw = try await SSEBench.rawTickerLatencies(url: upstreamURL, rate: slowRate, count: slowCount).sorted().map { $0 / 1000 }
     let slow = try await PublicBench.run(
         upstream: upstream, readers: readers, rate: slowRate, count: slowCount, startAfter: .seconds(smoke ? 5 : 30))
+    publicSlowResult = slow
     let slowAdded = Stats.percentile(slow.latencies, 99) - Stats.percentile(slowRaw, 99)
     for p in [50.0, 99.0] {
         figures.append(
@@ -359,6 +363,19 @@ await part("public") {
 }
 
 await upstream.stop()
+
+// The ceiling for the public part: a minimal SwiftNIO broadcaster with the same readers, rates,
+// counts, event size and sampling, in this run.
+await part("broadcaster") {
+    say(
+        "raw broadcaster baseline: \(publicReaders) readers, \(publicCount) changes at \(publicRate)/s, then \(publicSlowCount) at \(publicLatencyRate)/s…"
+    )
+    let size = publicResult?.eventDataBytes
+    let fast = try await RawBroadcaster.run(readers: publicReaders, rate: publicRate, count: publicCount, dataBytes: size)
+    let slow = try await RawBroadcaster.run(readers: publicReaders, rate: publicLatencyRate, count: publicSlowCount, dataBytes: size)
+    figures += RawBroadcaster.figures(fast: fast, slow: slow, rates: (publicRate, publicLatencyRate), bridge: (publicResult, publicSlowResult))
+    targets.append(RawBroadcaster.latencyTarget(broadcaster: slow, bridge: publicSlowResult, rate: publicLatencyRate, readers: publicReaders))
+}
 
 await part("nchan") {
     say("nchan baseline: \(publicReaders) readers of one channel, \(publicCount) messages posted at \(publicRate)/s (nginx as its own process)…")

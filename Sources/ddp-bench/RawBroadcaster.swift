@@ -1,0 +1,227 @@
+import DDP
+import DDPServer
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The ceiling the public fan-out's delivery is measured against: a minimal SwiftNIO
+/// broadcaster, one event loop per core, that answers every `GET` with an event stream and, per
+/// change, writes one pre-encoded frame to every reader's socket — nothing else (no sessions, no
+/// log, no filters, no budgets). Run with the public part's readers, rates and sampling, in the
+/// same run: what the same cores can do, so the bridge's latency has something to be compared to.
+final class RawBroadcaster: Sendable {
+    /// The readers, by their loop: a change is one job per loop, writing to that loop's readers.
+    private final class Registry: Sendable {
+        private let readers = NIOLockedValueBox<[ObjectIdentifier: (loop: any EventLoop, channels: [ObjectIdentifier: any Channel])]>([:])
+
+        func add(_ channel: any Channel) {
+            readers.withLockedValue { readers in
+                let key = ObjectIdentifier(channel.eventLoop)
+                readers[key, default: (channel.eventLoop, [:])].channels[ObjectIdentifier(channel)] = channel
+            }
+        }
+
+        func remove(_ channel: any Channel) {
+            _ = readers.withLockedValue { $0[ObjectIdentifier(channel.eventLoop)]?.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+        }
+
+        var byLoop: [(loop: any EventLoop, channels: [any Channel])] {
+            readers.withLockedValue { $0.values.map { ($0.loop, Array($0.channels.values)) } }
+        }
+
+        var count: Int { readers.withLockedValue { $0.values.reduce(0) { $0 + $1.channels.count } } }
+    }
+
+    /// Answers the request head with an event stream's head, then holds the reader.
+    private final class ReaderHandler: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let registry: Registry
+
+        init(registry: Registry) { self.registry = registry }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .head = unwrapInboundIn(data) else { return }
+            let headers = HTTPHeaders([("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: ": open\n\n")))), promise: nil)
+            registry.add(context.channel)
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            registry.remove(context.channel)
+            context.fireChannelInactive()
+        }
+    }
+
+    let port: Int
+    private let group: MultiThreadedEventLoopGroup
+    private let server: any Channel
+    private let registry: Registry
+
+    private init(port: Int, group: MultiThreadedEventLoopGroup, server: any Channel, registry: Registry) {
+        self.port = port
+        self.group = group
+        self.server = server
+        self.registry = registry
+    }
+
+    /// Listens on a free loopback port with one event loop per core.
+    static func start() async throws -> RawBroadcaster {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let registry = Registry()
+        do {
+            let server = try await ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 4096)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try channel.pipeline.syncOperations.addHandler(ReaderHandler(registry: registry))
+                    }
+                }
+                .bind(host: "127.0.0.1", port: 0).get()
+            guard let port = server.localAddress?.port else { throw BenchError("the broadcaster has no port") }
+            return RawBroadcaster(port: port, group: group, server: server, registry: registry)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    var readerCount: Int { registry.count }
+
+    /// One change: the frame, encoded once, written to every reader, one job per loop.
+    func broadcast(_ frame: ByteBuffer) {
+        for (loop, channels) in registry.byLoop {
+            loop.execute {
+                let part = HTTPServerResponsePart.body(.byteBuffer(frame))
+                for channel in channels { channel.writeAndFlush(part, promise: nil) }
+            }
+        }
+    }
+
+    func stop() async {
+        try? await server.close()
+        try? await group.shutdownGracefully()
+    }
+
+    // MARK: - The measurement
+
+    struct Result {
+        let readers: Int
+        let openSeconds: Double
+        let published: Int
+        let delivery: ReaderCrowd.Delivery
+
+        var openRate: Double { Double(readers) / openSeconds }
+        var aggregate: Double { Double(delivery.events) / delivery.seconds }
+        var everyReaderGotEverything: Bool { delivery.perReader == [published] && published > 0 && delivery.closed == 0 }
+    }
+
+    /// Opens `readers` readers (as the public part opens its own), then sends `count` changes at
+    /// `rate`, each stamped as the ticker stamps its own (nchan's message shape, `dataBytes` of data
+    /// when given), and counts what the readers get.
+    static func run(readers: Int, rate: Int, count: Int, dataBytes: Int?) async throws -> Result {
+        let broadcaster = try await start()
+        let first = try await SSEConsumer.open(port: broadcaster.port, "/events", token: "", counting: "changed", stampField: true)
+        var crowd = ReaderCrowd(first: first)
+        do {
+            try await first.waitUntilOpen()
+            let openStart = ContinuousClock.now
+            try await crowd.grow(to: readers, port: broadcaster.port, path: "/events", counting: "changed", sampleEvery: max(1, readers / 100))
+            let openSeconds = (ContinuousClock.now - openStart).seconds
+            // Every reader's head is answered before it counts as open; its registration came first.
+            guard broadcaster.readerCount == readers else {
+                throw BenchError("the broadcaster holds \(broadcaster.readerCount) of \(readers) readers")
+            }
+            let start = ContinuousClock.now
+            let finished = NIOLockedValueBox(false)
+            async let sending = broadcaster.send(rate: rate, count: count, dataBytes: dataBytes, finished: finished)
+            try await crowd.waitForDelivery(
+                deadline: start + .seconds(Double(count) / Double(rate) + 120), expected: count, finished: { finished.withLockedValue { $0 } })
+            let published = try await sending
+            let result = Result(
+                readers: readers, openSeconds: openSeconds, published: published, delivery: crowd.delivery(since: start, expected: count))
+            crowd.close()
+            await broadcaster.stop()
+            return result
+        } catch {
+            crowd.close()
+            await broadcaster.stop()
+            throw error
+        }
+    }
+
+    /// Sends `count` changes at `rate` (a change that falls due late goes out as soon as it can,
+    /// as the ticker's do); returns how many were sent.
+    private func send(rate: Int, count: Int, dataBytes: Int?, finished: NIOLockedValueBox<Bool>) async throws -> Int {
+        defer { finished.withLockedValue { $0 = true } }
+        let start = ContinuousClock.now
+        var n = 0
+        var previousAt: Int?
+        while n < count {
+            let elapsed = (ContinuousClock.now - start).seconds
+            let offered = elapsed * Double(rate)
+            // Finite and clamped to 0…count before the conversion: it cannot trap.
+            let due = offered.isFinite ? Int(min(max(offered, 0), Double(count))) : count
+            guard due > n else {
+                let next = Double(n + 1) / Double(rate) - elapsed
+                try await Task.sleep(for: .nanoseconds(Int64(max(0.0002, min(next, 0.05)) * 1e9)))
+                continue
+            }
+            while n < due {
+                n += 1
+                let at = DemoDataSet.monotonicMicroseconds()
+                let data = NchanBench.message(n: n, at: at, previousAt: previousAt, size: dataBytes)
+                broadcast(ByteBuffer(string: "event: changed\ndata: \(data)\n\n"))
+                previousAt = at
+            }
+        }
+        return n
+    }
+}
+
+extension RawBroadcaster {
+    /// The part's figures, section "broadcaster", with the bridge's public figures of the same run beside them.
+    static func figures(
+        fast: Result, slow: Result, rates: (fast: Int, slow: Int), bridge: (fast: PublicBench.Result?, slow: PublicBench.Result?)
+    ) -> [Figure] {
+        func complete(_ result: Result) -> String {
+            "every reader got every change: \(result.everyReaderGotEverything) (\(result.delivery.complete) of \(result.readers) complete)"
+        }
+        var figures = [
+            Figure(
+                "broadcaster", "opening raw broadcaster readers", fast.openRate, "readers/s", baseline: bridge.fast.map { _ in "bridge" },
+                baselineValue: bridge.fast?.openRate, note: "\(fast.readers) readers"),
+            Figure(
+                "broadcaster", "aggregate delivery to all readers at \(rates.fast) changes/s", fast.aggregate, "events/s",
+                baseline: bridge.fast.map { _ in "bridge" }, baselineValue: bridge.fast?.aggregate,
+                note: "\(fast.delivery.events) events in \(String(format: "%.1f", fast.delivery.seconds)) s; \(complete(fast))")
+        ]
+        for (result, rate, bridgeRun) in [(fast, rates.fast, bridge.fast), (slow, rates.slow, bridge.slow)] {
+            for p in [50.0, 99.0] {
+                figures.append(
+                    Figure(
+                        "broadcaster", "latency p\(Int(p)) at \(rate) changes/s, sampled readers", Stats.percentile(result.delivery.latencies, p),
+                        "ms", baseline: bridgeRun.map { _ in "bridge" }, baselineValue: bridgeRun.map { Stats.percentile($0.latencies, p) },
+                        note: "\(result.delivery.latencies.count) samples, from the change's stamp to a reader's receipt; \(complete(result))"))
+            }
+        }
+        return figures
+    }
+
+    /// The bridge's p99 at the latency rate against the broadcaster's in the same run: within 1.5× its p99 + 10 ms.
+    static func latencyTarget(broadcaster: Result, bridge: PublicBench.Result?, rate: Int, readers: Int) -> Target {
+        let name = "p99 latency at \(Report.number(Double(rate))) changes/s to \(Report.number(Double(readers))) public readers vs a raw broadcaster"
+        let goal = "≤ 1.5× the broadcaster's p99 + 10 ms"
+        guard let bridge else { return Target(name: name, goal: goal, measured: "not measured: the public part did not run", score: 0) }
+        let (ours, ceiling) = (Stats.percentile(bridge.latencies, 99), Stats.percentile(broadcaster.delivery.latencies, 99))
+        let bound = 1.5 * ceiling + 10
+        return Target(
+            name: name, goal: goal, measured: String(format: "%.1f ms vs %.1f ms (bound %.1f ms)", ours, ceiling, bound),
+            score: bridge.everyReaderGotEverything ? bound / max(ours, 0.01) : 0)
+    }
+}
