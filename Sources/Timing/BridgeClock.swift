@@ -10,6 +10,8 @@ public import NIOCore
 public final class BridgeClock: Sendable {
     private struct Pending: Sendable {
         let due: ContinuousClock.Instant
+        /// The delay it was set with (what ``waitUntilArmed(delay:timeout:on:)`` looks for).
+        let delay: Duration
         let loop: any EventLoop
         let body: @Sendable () -> Void
         var timer: Scheduled<Void>?
@@ -19,6 +21,8 @@ public final class BridgeClock: Sendable {
         var offset: Duration = .zero
         var pending: [Int: Pending] = [:]
         var nextID = 0
+        /// Tests waiting for a timer of a delay to be set (``waitUntilArmed(delay:timeout:on:)``).
+        var armWaiters: [Int: (delay: Duration, waiter: ContinuationBox<Void>)] = [:]
     }
 
     /// `nil` for the system clock.
@@ -51,11 +55,14 @@ public final class BridgeClock: Sendable {
     public func schedule(after delay: Duration, on loop: any EventLoop, _ body: @escaping @Sendable () -> Void) -> Timer {
         let amount = TimeAmount(min(max(delay, .zero), .seconds(86_400)))
         guard let driven else { return Timer(kind: .system(loop.scheduleTask(in: amount, body))) }
-        let id = driven.withLockedValue { state -> Int in
+        let (id, armed) = driven.withLockedValue { state -> (Int, [ContinuationBox<Void>]) in
             state.nextID += 1
-            state.pending[state.nextID] = Pending(due: .now + state.offset + delay, loop: loop, body: body)
-            return state.nextID
+            state.pending[state.nextID] = Pending(due: .now + state.offset + delay, delay: delay, loop: loop, body: body)
+            let armed = state.armWaiters.filter { $0.value.delay == delay }
+            for waiter in armed.keys { state.armWaiters[waiter] = nil }
+            return (state.nextID, armed.values.map(\.waiter))
         }
+        for waiter in armed { waiter.resume(with: .success(())) }
         let timer = loop.scheduleTask(in: amount) { self.fire(id) }
         let kept = driven.withLockedValue { state -> Bool in
             guard state.pending[id] != nil else { return false }
@@ -112,6 +119,29 @@ public final class BridgeClock: Sendable {
 
     /// How many timers and sleeps wait on a ``driven()`` clock (a test's way to know one is set).
     public var pendingCount: Int { driven?.withLockedValue { $0.pending.count } ?? 0 }
+
+    /// Returns once a timer or sleep of `delay` waits on a ``driven()`` clock (at once when one
+    /// does already): a test moves the clock only once what it means to fire is set, without
+    /// polling ``pendingCount``. Throws ``DeadlineError/timedOut`` when none is set within
+    /// `timeout` of real time (a timer on `loop`), ``DeadlineError/cancelled`` when the caller is
+    /// cancelled; on the system clock it returns at once (nothing is kept to look at).
+    public func waitUntilArmed(delay: Duration, timeout: Duration, on loop: any EventLoop) async throws {
+        guard let driven else { return }
+        let waiter = ContinuationBox<Void>()
+        let number = driven.withLockedValue { state -> Int? in
+            guard !state.pending.values.contains(where: { $0.delay == delay }) else { return nil }
+            state.nextID += 1
+            state.armWaiters[state.nextID] = (delay, waiter)
+            return state.nextID
+        }
+        guard let number else { return }
+        defer { driven.withLockedValue { _ = $0.armWaiters.removeValue(forKey: number) } }
+        try await withDeadline(timeout, clock: .system, on: loop) { continuation in
+            waiter.store(continuation)
+        } end: { end in
+            waiter.resume(with: .failure(end))
+        }
+    }
 
     private func fire(_ id: Int) {
         guard let pending = driven?.withLockedValue({ $0.pending.removeValue(forKey: id) }) else { return }
