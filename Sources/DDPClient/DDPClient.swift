@@ -73,6 +73,9 @@ public actor DDPClient {
     private var stopped = false
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
     private var stopActions: [@Sendable (isolated DDPClient) -> Void] = []
+    /// Observers waiting for a condition on the client (``waitUntil(timeout:_:)``).
+    var conditionWaiters: [Int: ConditionWaiter] = [:]
+    var nextConditionWaiter = 0
     /// The channel of the attempt in progress, closed from outside when the client closes.
     private var attempt: ChannelHandle?
     /// Drives ``DDP/DDPConnectionStateMachine/tick(at:)`` while a transport is open.
@@ -366,12 +369,12 @@ public actor DDPClient {
 
     /// One timer per deadline, on the options' clock (``Timing/BridgeClock/schedule(after:on:_:)``)
     /// and this client's loop; when it fires, `body` runs on the actor there, with no task.
-    private func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> BridgeClock.Timer? {
+    func timer(_ timeout: Duration?, _ body: @escaping @Sendable (isolated DDPClient) -> Void) -> BridgeClock.Timer? {
         timeout.map { delay in options.clock.schedule(after: delay, on: eventLoop) { self.assumeIsolated(body) } }
     }
 
     /// Runs `body` on the actor from outside it (a cancellation handler), as one job of the loop.
-    private nonisolated func onLoop(_ body: @escaping @Sendable (isolated DDPClient) -> Void) {
+    nonisolated func onLoop(_ body: @escaping @Sendable (isolated DDPClient) -> Void) {
         eventLoop.execute { self.assumeIsolated(body) }
     }
 
@@ -588,5 +591,6 @@ public actor DDPClient {
             methodWaiters = [:]
             for id in Array(readyWaiters.keys) { resumeReadyWaiters(id, .failure(failure)) }
         }
+        resumeConditionWaiters()
     }
 }
