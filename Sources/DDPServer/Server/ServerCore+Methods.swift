@@ -7,6 +7,7 @@ extension ServerCore {
     func callMethod(_ connection: Int, _ id: String, name: String, params: [EJSON], randomSeed: String?) async {
         guard let caller = connections[connection] else { return }
         methodsStarted[name, default: 0] += 1
+        stateChanged()
         let outcome: Result<EJSON?, DDPError>
         if let builtin = builtinMethod(name) {
             outcome = builtin(connection, params)

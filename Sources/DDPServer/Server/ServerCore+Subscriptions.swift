@@ -89,6 +89,7 @@ extension ServerCore {
     /// Data from a custom publication's background task.
     func publish(_ connection: Int, _ sub: String, _ messages: [ServerMessage]) {
         guard connections[connection]?.subscriptions[sub] != nil else { return }
+        defer { stateChanged() }
         for message in messages {
             let out: ServerMessage?
             switch message {
@@ -109,6 +110,7 @@ extension ServerCore {
         guard let subscription = connections[connection]?.subscriptions[sub], !subscription.ready else { return }
         connections[connection]!.subscriptions[sub]!.ready = true
         if !subscription.universal { send(connection, .ready(subs: [sub])) }
+        stateChanged()
     }
 
     /// Meteor's `_setUserId`: re-runs every subscription as the new user and sends only the

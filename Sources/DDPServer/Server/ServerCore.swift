@@ -53,6 +53,9 @@ public actor ServerCore {
     /// Writes made inside methods, published when the method ends (before its `updated`).
     var fenced: [Database.Change] = []
     private var nextConnection = 1
+    /// Whoever waits for a condition on the server's state (``waitUntil(timeout:_:)``).
+    var conditionWaiters: [Int: ConditionWaiter] = [:]
+    var nextConditionWaiter = 0
 
     public init(configuration: DDPServerConfiguration, logger: Logger = Logger(label: "ddp-server")) {
         self.configuration = configuration
@@ -76,6 +79,7 @@ public actor ServerCore {
         nextConnection += 1
         connections[id] = Connection(outbox: outbox, clientAddress: clientAddress)
         if configuration.greetsWithServerID { outbox.yield(.text(#"{"server_id":"0"}"#)) }
+        stateChanged()
         return id
     }
 
@@ -86,6 +90,7 @@ public actor ServerCore {
             observers[name]!.removeAll { $0.connection == id }
         }
         connection.outbox.finish()
+        stateChanged()
     }
 
     /// Closes every connection (the listener is stopping).
@@ -117,6 +122,7 @@ public actor ServerCore {
     /// Handles one frame; a connection's frames are handled one after another.
     func receive(_ id: Int, _ parsed: Result<EJSON, EJSONParseError>) async {
         guard connections[id] != nil else { return }
+        defer { stateChanged() }
         connections[id]!.lastInbound = .now
         connections[id]!.pingSentAt = nil
         let value: EJSON
