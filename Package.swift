@@ -201,6 +201,7 @@ let package = Package(
             name: "FaultKit",
             dependencies: [
                 "DDP",
+                "Timing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

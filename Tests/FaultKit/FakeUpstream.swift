@@ -45,6 +45,8 @@ public final class FakeUpstream: Sendable {
     private let compression: Bool
     private let claimedExtensions: String?
     private let state = NIOLockedValueBox(State())
+    /// Signalled when a connection opens or closes.
+    private let changes = ChangeSignal()
 
     /// With `compression`, the server agrees to `permessage-deflate` when offered and compresses
     /// what it sends (messages of 256 bytes or more). With `claimedExtensions`, the upgrade's answer
@@ -66,6 +68,12 @@ public final class FakeUpstream: Sendable {
     public var arrivals: [ContinuousClock.Instant] { state.withLockedValue { $0.arrivals } }
     /// Connections open now.
     public var openConnections: Int { state.withLockedValue { $0.open } }
+
+    /// Waits (bounded) until `condition` holds: checked now and whenever a connection opens or
+    /// closes. Throws ``ConditionNotMet`` after `timeout`.
+    public func wait(_ what: String, timeout: Duration = .seconds(10), until condition: (FakeUpstream) -> Bool) async throws {
+        try await changes.wait(what, timeout: timeout) { condition(self) }
+    }
 
     /// Starts listening on a free loopback port.
     public func start() async throws {
@@ -105,8 +113,12 @@ public final class FakeUpstream: Sendable {
             $0.arrivals.append(.now)
             $0.open += 1
         }
+        changes.signal()
     }
-    private func closed() { state.withLockedValue { $0.open -= 1 } }
+    private func closed() {
+        state.withLockedValue { $0.open -= 1 }
+        changes.signal()
+    }
 
     private func startAccepting() async throws {
         let router = Router(context: BasicWebSocketRequestContext.self)

@@ -80,6 +80,7 @@ public final class FaultProxy: Sendable {
                 pair.client.setOption(.autoRead, value: false).whenComplete { _ in }
                 pair.server.setOption(.autoRead, value: false).whenComplete { _ in }
             }
+            // The fault itself: no bytes flow for `stall`.
             try? await Task.sleep(for: stall)
             for pair in pairs {
                 pair.client.setOption(.autoRead, value: true).whenComplete { _ in }
