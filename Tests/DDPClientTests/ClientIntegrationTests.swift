@@ -38,7 +38,7 @@ import Testing
             await #expect(throws: DDPError.meteor("not-authorized", "This publication always fails")) { try await client.subscribe("failing") }
             await #expect(throws: DDPError.meteor(404, "Subscription 'nope' not found")) { try await client.subscribe("nope") }
             await client.unsubscribe(sub)
-            try await eventually("documents withdrawn") { await client.withCache { $0.documentCount } == 0 }
+            try await log.waitFor("documents withdrawn") { await client.withCache { $0.documentCount } == 0 }
             #expect(log.documentChanges.filter { if case .removed = $0 { return true } else { return false } }.count == 3)
         }
         await server.stop()
@@ -52,7 +52,7 @@ import Testing
             #expect(log.documentChanges.count == 3, "the second subscription adds nothing new")
             log.clear()
             await client.unsubscribe(all)
-            try await eventually("task-a2 withdrawn") { await client.withCache { $0.document("tasks", "task-a2") } == nil }
+            try await log.waitFor("task-a2 withdrawn") { await client.withCache { $0.document("tasks", "task-a2") } == nil }
             #expect(log.documentChanges.map(\.id) == ["task-a2"])
             #expect(await client.withCache { $0.collections["tasks"]?.documents.count } == 2)
         }
@@ -187,6 +187,8 @@ import Testing
                 $0.protocolConfiguration.heartbeatTimeout = .seconds(2)
             }
         ) { client, log in
+            // Real time must pass: the in-process server's heartbeat runs on the system clock, and
+            // neither side reports a ping or a pong, so there is no event to wait for instead.
             try await Task.sleep(for: .milliseconds(1_200))
             #expect(await client.isConnected)
             #expect(!log.states.contains { if case .reconnecting = $0 { return true } else { return false } })

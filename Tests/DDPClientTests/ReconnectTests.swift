@@ -22,11 +22,10 @@ import Testing
         let proxy = FaultProxy(targetPort: try #require(await server.port))
         try await proxy.start()
         try await withClient("ws://127.0.0.1:\(proxy.port)/websocket") { client, log in
-            func reconnects() -> Int { log.states.filter { if case .reconnecting = $0 { true } else { false } }.count }
-            let before = reconnects()
+            let before = log.reconnects
             await proxy.inject(.kill)
-            try await eventually("the drop to be noticed", timeout: .seconds(3)) { reconnects() > before }
-            try await eventually("connected again") { await client.isConnected }
+            try await log.wait("the drop to be noticed", timeout: .seconds(3)) { _ in log.reconnects > before }
+            try await log.waitFor("connected again") { await client.isConnected }
             #expect(try await client.call("echo", params: [1]) == [1])
         }
         await proxy.stop()
@@ -44,17 +43,21 @@ import Testing
         options.protocolConfiguration.reconnect = ReconnectPolicy(initialDelay: .milliseconds(50), maxDelay: .milliseconds(200))
         Self.quickToRetry(&options)
         let stops = Mutex(0)
-        let client = DDPClient(options: options, logger: Logger(label: "no-task"))
-        await client.start { _ in stops.withLock { $0 += 1 } }
-        try await eventually("connected") { await client.isConnected }
+        let log = ClientEventRecorder()
+        let client = DDPClient(options: options, logger: Logger(label: "no-task"), events: ClosureEventSink { log.append($0) })
+        await client.start { _ in
+            stops.withLock { $0 += 1 }
+            log.changes.signal()
+        }
+        try await log.waitFor("connected") { await client.isConnected }
         #expect(try await client.call("echo", params: [1]) == [1])
         await server.stop()
-        try await eventually("the drop noticed") { await !client.isConnected }
+        try await log.waitFor("the drop noticed") { await !client.isConnected }
         try await server.start(port: port)
-        try await eventually("connected again") { await client.isConnected }
+        try await log.waitFor("connected again") { await client.isConnected }
         #expect(try await client.call("echo", params: [2]) == [2])
         await client.close(reason: "done")
-        try await eventually("stopped") { stops.withLock { $0 } == 1 }
+        try await log.waitFor("stopped") { stops.withLock { $0 } == 1 }
         #expect(await client.state == .closed(reason: "done"))
         await client.start { _ in stops.withLock { $0 += 1 } }
         #expect(stops.withLock { $0 } == 2, "a stopped loop runs a late whenStopped at once")
@@ -63,9 +66,10 @@ import Testing
         await unstarted.close()
         await unstarted.run()  // returns: closed before it started
 
-        let cancelled = DDPClient(options: options, logger: Logger(label: "cancelled"))
+        let cancelledLog = ClientEventRecorder()
+        let cancelled = DDPClient(options: options, logger: Logger(label: "cancelled"), events: ClosureEventSink { cancelledLog.append($0) })
         let running = Task { await cancelled.run() }
-        try await eventually("connected") { await cancelled.isConnected }
+        try await cancelledLog.waitFor("connected") { await cancelled.isConnected }
         running.cancel()
         await running.value
         #expect(await cancelled.state == .closed(reason: "stopped"))
@@ -90,7 +94,9 @@ import Testing
             }
         ) { client, log in
             await server.stop()
-            try await eventually("in a backoff") {
+            // Checked as the client reports `reconnecting`; read on its actor, the state comes
+            // after the step that reported it, which also registered the backoff with the pacer.
+            try await log.waitFor("in a backoff") {
                 if case .reconnecting = await client.state { pacer.waitingCount == 1 } else { false }
             }
             try await server.start(port: port)
@@ -100,7 +106,7 @@ import Testing
             } else {
                 client.retrySoon()
             }
-            try await eventually("connected again, long before the 60 s backoff") { await client.isConnected }
+            try await log.waitFor("connected again, long before the 60 s backoff") { await client.isConnected }
             #expect(pacer.waitingCount == 0)
             #expect(log.states.contains { if case .reconnecting = $0 { true } else { false } })
         }
@@ -118,17 +124,19 @@ import Testing
             log.clear()
 
             await server.stop()
-            try await eventually("reconnecting") { await !client.isConnected }
+            try await log.waitFor("reconnecting") { await !client.isConnected }
             // While the server is down: change one task, remove one, add one; task-a2 stays as it was.
             try await server.core.update("tasks", ["_id": "task-a1"], ["$set": ["done": true], "$unset": ["listId": 1]])
             try await server.core.remove("tasks", ["_id": "task-b1"])
             try await server.core.insert("tasks", ["_id": "task-c1", "text": "added while down", "owner": .string(login.userId), "done": false])
             try await server.start(port: port)
 
-            try await eventually("reconnected and resynced") {
+            try await log.waitFor("reconnected and resynced") {
                 await client.isConnected && log.documentChanges.count >= 3
             }
-            try await Task.sleep(for: .milliseconds(200))
+            // A round trip orders after everything the upstream sent before it: a change more
+            // (a document reported twice, one that did not change) would be in the log by now.
+            #expect(try await client.call("echo", params: ["fence"]) == ["fence"])
             let changes = log.documentChanges
             let bob = try #require(try await server.core.find("users", ["username": "bob"]).first?["_id"])
             #expect(
@@ -166,12 +174,12 @@ import Testing
             let before = await client.withCache { $0 }
             log.clear()
             await server.stop()
-            try await eventually("disconnected") { await !client.isConnected }
+            try await log.waitFor("disconnected") { await !client.isConnected }
             try await server.start(port: port)
-            try await eventually("reconnected") { await client.isConnected }
-            // Quiescence needs the re-sent subscriptions ready; a method round trip orders after them.
+            try await log.waitFor("reconnected") { await client.isConnected }
+            // Quiescence needs the re-sent subscriptions ready, and this call's `updated` (it was
+            // sent during the resync): when it returns, the resync has reported whatever it would.
             _ = try await client.call("echo")
-            try await Task.sleep(for: .milliseconds(200))
             #expect(log.documentChanges.isEmpty)
             #expect(await client.withCache { $0 } == before)
             #expect(log.all.contains(.subscriptionReady(id: "s1")) || log.all.contains(.subscriptionReady(id: "s2")))
@@ -187,9 +195,11 @@ import Testing
             await server.stop()
             try await server.core.revokeLoginTokens(userId: login.userId)
             try await server.start(port: port)
-            try await eventually("resume refused") { log.all.contains { if case .resumeRefused = $0 { return true } else { return false } } }
-            #expect(log.all.contains(.loginChanged(nil)))
+            try await log.wait("resume refused") { $0.contains { if case .resumeRefused = $0 { return true } else { return false } } }
+            // Read on the client's actor, after the whole step that reported the refusal (the
+            // log's wait ends as the refusal is reported, before the events after it in that step).
             #expect(await client.userID == nil)
+            #expect(log.all.contains(.loginChanged(nil)))
             let value3 = try await client.call("whoami")
             #expect(value3 == .some(.null))
         }

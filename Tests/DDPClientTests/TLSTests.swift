@@ -71,9 +71,7 @@ import Testing
         let client = DDPClient(options: options, logger: Logger(label: "untrusting"), events: ClosureEventSink { log.append($0) })
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
-            try? await eventually("two failed attempts") {
-                log.states.filter { if case .reconnecting = $0 { return true } else { return false } }.count >= 2
-            }
+            try? await log.wait("two failed attempts") { _ in log.reconnects >= 2 }
             #expect(await !client.isConnected)
             #expect(!log.states.contains { if case .connected = $0 { return true } else { return false } })
             await client.close()

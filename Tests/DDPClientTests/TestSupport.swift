@@ -16,13 +16,33 @@ func startDemoServer(_ configure: (inout DDPServerConfiguration) -> Void = { _ i
     return server
 }
 
-/// Everything a client reported, for assertions.
+/// Everything a client reported, for assertions, and what a test waits on: each event is a
+/// signal (``changes``), so a wait checks its condition as the client reports, not on a timer.
 final class ClientEventRecorder: Sendable {
     private let events = Mutex<[DDPClientEvent]>([])
+    /// Signalled after each event (also by tests, for what they record beside it).
+    let changes = ChangeSignal()
 
-    func append(_ event: DDPClientEvent) { events.withLock { $0.append(event) } }
+    func append(_ event: DDPClientEvent) {
+        events.withLock { $0.append(event) }
+        changes.signal()
+    }
     var all: [DDPClientEvent] { events.withLock { $0 } }
     func clear() { events.withLock { $0 = [] } }
+
+    /// Waits (bounded) until `condition` holds for the events reported so far.
+    func wait(_ what: String, timeout: Duration = .seconds(10), until condition: ([DDPClientEvent]) -> Bool) async throws {
+        try await changes.wait(what, timeout: timeout) { condition(all) }
+    }
+
+    /// Waits (bounded) until `condition` holds, checked now and after each event: for what the
+    /// client's own state says (a state it reports, read on its actor after the report).
+    func waitFor(_ what: String, timeout: Duration = .seconds(10), until condition: () async throws -> Bool) async throws {
+        try await changes.wait(what, timeout: timeout, until: condition)
+    }
+
+    /// How many times the client reported `reconnecting`.
+    var reconnects: Int { states.filter { if case .reconnecting = $0 { true } else { false } }.count }
 
     var documentChanges: [DocumentChange] {
         all.flatMap { if case .documentsChanged(let c) = $0 { return c.map(\.change) } else { return [] } }
@@ -50,7 +70,7 @@ func withClient<T: Sendable>(
         }
         let result: Result<T, any Error>
         do {
-            try await eventually("connected") { await client.isConnected }
+            try await log.waitFor("connected") { await client.isConnected }
             result = .success(try await body(client, log))
         } catch {
             result = .failure(error)
