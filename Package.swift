@@ -190,6 +190,7 @@ let package = Package(
             dependencies: [
                 "DDP",
                 "DDPServer",
+                "FaultKit",
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "Logging", package: "swift-log")
             ],

@@ -1,5 +1,6 @@
 import DDP
 import DDPServer
+import FaultKit
 import Foundation
 import Logging
 import NIOWebSocket
@@ -138,17 +139,22 @@ actor Inbox {
 
     private var buffer: [WebSocketMessage] = []
     private var finished = false
+    /// Signalled by each frame and by the end.
+    private let changes = ChangeSignal()
 
-    func push(_ message: WebSocketMessage) { buffer.append(message) }
-    func finish() { finished = true }
+    func push(_ message: WebSocketMessage) {
+        buffer.append(message)
+        changes.signal()
+    }
+    func finish() {
+        finished = true
+        changes.signal()
+    }
 
     func next(timeout: Duration) async -> Next {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if !buffer.isEmpty { return .message(buffer.removeFirst()) }
-            if finished { return .closed }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        try? await changes.wait("a frame", timeout: timeout) { !buffer.isEmpty || finished }
+        if !buffer.isEmpty { return .message(buffer.removeFirst()) }
+        if finished { return .closed }
         return .timedOut
     }
 }
