@@ -288,6 +288,8 @@ import Testing
             #expect(refused.count == 3, "the harness's client holds one of ten")
             for answer in refused { #expect(answer.hasPrefix("HTTP/1.1 503"), "\(answer)") }
             for connection in held { try? await connection.close() }
+            // A poll: the bridge counts a connection out when its close reaches the server's
+            // side, which nothing reports to a client but a new connection being served.
             try await eventually("room again") {
                 let fresh = try await RawConnection.open(port: port, from: "127.0.0.3")
                 try await fresh.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
@@ -322,11 +324,15 @@ import Testing
                 let closed = try await slow.waitUntilClosed(within: .seconds(10))
                 #expect(closed, "a connection that never finished its request head stayed open")
                 #expect(await slow.received.isEmpty, "no response is owed to a request never sent")
-                // The stream has been open for more than twice the read timeout and still flows.
-                try await Task.sleep(for: .milliseconds(900))
+                // The stream stays open for more than twice the read timeout and still flows: its
+                // heartbeats go on until one comes after that.
+                let opened = ContinuousClock.now
+                var beats = await stream.comments
+                while ContinuousClock.now - opened <= .milliseconds(800) {
+                    try await stream.waitForComments(beyond: beats)
+                    beats = await stream.comments
+                }
                 #expect(await !stream.finished)
-                let beats = await stream.comments
-                try await stream.waitForComments(beyond: beats)
             }
             // A complete request on a fresh connection is still answered.
             let fresh = try await RawConnection.open(port: port)
@@ -351,6 +357,8 @@ import Testing
                 #expect(await probing.isClosed == false, "closed as idle while it probed every 100 ms (after \(sent) probes)")
                 try await probing.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 sent += 1
+                // The prober's own pace (a load balancer probes on a timer): real time passes, as
+                // the read timeout it must not trip (NIO's idle handler) counts real time.
                 try await Task.sleep(for: .milliseconds(100))
             }
             // Every probe is answered (the last answers may still be on their way; the whole suite
@@ -369,7 +377,7 @@ import Testing
                 try await stream.waitUntilOpen()
                 // The call must be under way before the shutdown (a fixed wait was not always enough on a loaded machine).
                 async let call = rig.post("/v1/methods/sleep", token: token, body: "[1500]")
-                try await eventually("the call under way upstream") { await rig.upstream.core.methodsStarted["sleep"] == 1 }
+                try await rig.upstream.core.wait("the call under way upstream") { $0.methodsStarted["sleep"] == 1 }
                 await rig.group.triggerGracefulShutdown()
                 let reply = try await call
                 #expect(reply.status == .ok, "the call in flight finishes within the grace period: \(reply.text)")
@@ -388,7 +396,7 @@ import Testing
         try await ShutdownRig.run(grace: .milliseconds(300)) { rig in
             let token = try await rig.newSession()
             async let call = rig.post("/v1/methods/sleep?timeout=60000", token: token, body: "[20000]")
-            try await eventually("the call under way upstream") { await rig.upstream.core.methodsStarted["sleep"] == 1 }
+            try await rig.upstream.core.wait("the call under way upstream") { $0.methodsStarted["sleep"] == 1 }
             await rig.group.triggerGracefulShutdown()
             let reply = try await call
             #expect(reply.status == .serviceUnavailable, "\(reply.text)")
@@ -463,20 +471,12 @@ struct ShutdownRig: Sendable {
 
     /// Waits (bounded) until the service group has returned.
     func waitUntilStopped(within limit: Duration = .seconds(20)) async throws {
-        let done = await withTaskGroup(of: Bool.self) { tasks in
-            tasks.addTask {
-                for await _ in stopped {}
-                return true
-            }
-            tasks.addTask {
-                try? await Task.sleep(for: limit)
-                return false
-            }
-            let first = await tasks.next() ?? false
-            tasks.cancelAll()
-            return first
+        let stopped = self.stopped
+        let done = try await withTimeLimit(limit) {
+            for await _ in stopped {}
+            return true
         }
-        #expect(done, "the bridge did not stop within \(limit)")
+        #expect(done == true, "the bridge did not stop within \(limit)")
     }
 }
 
@@ -485,6 +485,8 @@ actor RawConnection {
     private let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
     private(set) var received = ""
     private var closed = false
+    /// Signalled by each read and by the close.
+    private let changes = ChangeSignal()
 
     private init(channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>) { self.channel = channel }
 
@@ -504,9 +506,13 @@ actor RawConnection {
 
     private func read() async {
         do {
-            for try await buffer in channel.inbound { received += String(buffer: buffer) }
+            for try await buffer in channel.inbound {
+                received += String(buffer: buffer)
+                changes.signal()
+            }
         } catch {}
         closed = true
+        changes.signal()
         // A writer dropped unfinished traps in debug builds (NIOAsyncWriter's deinit): it crashed
         // a run when a test let go of a connection the server had closed.
         channel.outbound.finish()
@@ -534,18 +540,19 @@ actor RawConnection {
     /// How often `marker` occurs in what was received, once it occurs `count` times or `limit` passed.
     func waitUntilReceived(_ marker: String, count: Int, within limit: Duration) async throws -> Int {
         func occurrences() -> Int { received.components(separatedBy: marker).count - 1 }
-        try? await eventually("\(count) × \(marker)", timeout: limit) { occurrences() >= count || closed }
+        try? await changes.wait("\(count) × \(marker)", timeout: limit) { occurrences() >= count || closed }
         return occurrences()
     }
 
     /// Whether the peer closed the connection within `limit`.
     func waitUntilClosed(within limit: Duration) async throws -> Bool {
-        try? await eventually("closed", timeout: limit) { closed }
+        try? await changes.wait("closed", timeout: limit) { closed }
         return closed
     }
 }
 
-/// Blocks the calling thread (a worker of the cooperative pool, when called from a task).
+/// Blocks the calling thread (a worker of the cooperative pool, when called from a task): the
+/// hold is the test's load, not a wait.
 func occupyThisThread(seconds: Double) {
     Thread.sleep(forTimeInterval: seconds)
 }
@@ -603,17 +610,7 @@ func blockEveryWorker(seconds: Double) async -> ContinuousClock.Instant? {
     }
 }
 
-/// The first instant `arrivals` yields, whenever it came; `nil` when none came within `limit`
-/// (the sleep is the deadline of the wait, not a wait for something to happen).
+/// The first instant `arrivals` yields, whenever it came; `nil` when none came within `limit`.
 func first(of arrivals: AsyncStream<ContinuousClock.Instant>, within limit: Duration) async -> ContinuousClock.Instant? {
-    await withTaskGroup(of: ContinuousClock.Instant?.self) { group in
-        group.addTask { await arrivals.first { _ in true } }
-        group.addTask {
-            try? await Task.sleep(for: limit)
-            return nil
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
-    }
+    (try? await withTimeLimit(limit) { await arrivals.first { _ in true } }) ?? nil
 }

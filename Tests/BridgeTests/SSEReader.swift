@@ -27,10 +27,13 @@ actor SSEReader {
     private(set) var bodyText = ""
     private var pending: [UInt8] = []
     private var paused = false
+    /// Signalled by everything read (the head, each chunk, the end) and by ``resume()``.
+    private let changes = ChangeSignal()
 
     func head(_ head: HTTPResponseHead) {
         status = Int(head.status.code)
         contentType = head.headers.first(name: "content-type")
+        changes.signal()
     }
 
     func body(_ bytes: [UInt8]) {
@@ -41,12 +44,24 @@ actor SSEReader {
             pending.removeFirst(end + 2)
             parse(block)
         }
+        changes.signal()
     }
 
-    func finish() { finished = true }
+    func finish() {
+        finished = true
+        changes.signal()
+    }
     func pause() { paused = true }
-    func resume() { paused = false }
-    var isPaused: Bool { paused }
+    func resume() {
+        paused = false
+        changes.signal()
+    }
+
+    /// Returns once the reader is not paused (a test pauses it for as long as a step of the test
+    /// takes; the bound only keeps a forgotten pause from hanging the run).
+    func whilePaused() async throws {
+        try await changes.wait("the reader resumed", timeout: .seconds(600)) { !paused }
+    }
 
     private static func blockEnd(_ bytes: [UInt8]) -> Int? {
         guard bytes.count >= 2 else { return nil }
@@ -88,10 +103,11 @@ actor SSEReader {
         events.append(event)
     }
 
-    /// Waits (bounded) until `condition` holds for the events read so far.
+    /// Waits (bounded) until `condition` holds for the events read so far: checked now and as
+    /// each chunk arrives.
     func wait(_ what: String, timeout: Duration = .seconds(10), until condition: ([SSEEvent]) -> Bool) async throws {
         do {
-            try await eventually(what, timeout: timeout) { condition(events) }
+            try await changes.wait(what, timeout: timeout) { condition(events) }
         } catch is ConditionNotMet {
             Issue.record("\(what): not seen within \(timeout); events: \(events.map { "\($0.event) \($0.data)" })")
             throw CancellationError()
@@ -101,7 +117,7 @@ actor SSEReader {
     /// Waits until the response head has arrived (the stream is registered with its session).
     func waitUntilOpen(timeout: Duration = .seconds(10)) async throws {
         do {
-            try await eventually("the stream open", timeout: timeout) { finished || !(status == nil || (status == 200 && retry == nil)) }
+            try await changes.wait("the stream open", timeout: timeout) { finished || !(status == nil || (status == 200 && retry == nil)) }
         } catch is ConditionNotMet {}
         guard !(status == nil || (status == 200 && retry == nil)) else {
             Issue.record("the stream did not open")
@@ -110,7 +126,7 @@ actor SSEReader {
     }
 
     func waitUntilFinished(timeout: Duration = .seconds(20)) async throws {
-        try await eventually("the stream finished", timeout: timeout) { finished }
+        try await changes.wait("the stream finished", timeout: timeout) { finished }
     }
 }
 
@@ -136,7 +152,7 @@ func withEventStream<T: Sendable>(
                 try await outbound.write(.head(head))
                 try await outbound.write(.end(nil))
                 for try await part in inbound {
-                    while await reader.isPaused { try await Task.sleep(for: .milliseconds(20)) }
+                    try await reader.whilePaused()
                     switch part {
                     case .head(let head): await reader.head(head)
                     case .body(let buffer): await reader.body(Array(buffer.readableBytesView))
@@ -157,7 +173,7 @@ extension SSEReader {
     /// Waits (bounded) until more than `count` comment lines (heartbeats) have been read.
     func waitForComments(beyond count: Int, timeout: Duration = .seconds(10)) async throws {
         do {
-            try await eventually("a heartbeat after \(count)", timeout: timeout) { comments > count }
+            try await changes.wait("a heartbeat after \(count)", timeout: timeout) { comments > count }
         } catch is ConditionNotMet {
             Issue.record("no heartbeat after \(count) within \(timeout)")
             throw CancellationError()
