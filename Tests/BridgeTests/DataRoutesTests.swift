@@ -1,5 +1,6 @@
 import Bridge
 import DDP
+import DDPClient
 import DDPServer
 import FaultKit
 import HTTPTypes
@@ -50,9 +51,8 @@ import Testing
             #expect(try await h.request(.delete, "/v1/subscriptions?name=tasks", token: token)["removed"] == 1)
             expectError(try await h.request(.delete, "/v1/subscriptions", token: token), .badRequest, "bad-request")
             // After the linger (200 ms) the documents are gone from the session.
-            try await eventually("the documents gone after the linger") {
-                try await h.request(.get, "/v1/collections", token: token).json == []
-            }
+            try await h.waitUntil("the documents gone after the linger", session: token) { $0.withCache { $0.documentCount } == 0 }
+            #expect(try await h.request(.get, "/v1/collections", token: token).json == [])
             #expect(try await h.request(.get, "/v1/subscriptions", token: token).json == [])
         }
     }
@@ -202,7 +202,10 @@ import Testing
                 #expect(try await h.request(.get, path, token: token)["n"] == (n == 1 ? nil : .int(n - 1)))
                 // The write comes from another session: this one learns of it only from upstream.
                 _ = try await h.request(.patch, path, token: other, body: #"{"n":\#(n)}"#)
-                try await eventually("the change reaches the session") { try await h.request(.get, path, token: token)["n"] == .int(n) }
+                try await h.waitUntil("the change reaches the session", session: token) {
+                    $0.withCache { $0.document("tasks", "task-a1")?["n"] } == .int(n)
+                }
+                #expect(try await h.request(.get, path, token: token)["n"] == .int(n))
             }
             _ = try await h.request(.delete, path, token: token)
             expectError(try await h.request(.get, path, token: token), .notFound, "not-found")
@@ -253,22 +256,14 @@ import Testing
         }) { h in
             let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
             _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"myTasks"}"#)
-            var ready = try await h.request(.get, "/readyz")
-            for _ in 0..<50 where ready.status != .ok {
-                try await Task.sleep(for: .milliseconds(50))
-                ready = try await h.request(.get, "/readyz")
-            }
+            let ready = try await h.readiness("ready") { $0.status == .ok }
             #expect(ready.status == .ok && ready["upstream"]?["state"] == "connected")
             let port = try #require(await h.upstream.port)
             await h.upstream.stop()
-            var notReady = try await h.request(.get, "/readyz")
-            for _ in 0..<50 where notReady.status == .ok {
-                try await Task.sleep(for: .milliseconds(50))
-                notReady = try await h.request(.get, "/readyz")
-            }
+            let notReady = try await h.readiness("not ready") { $0.status != .ok }
             expectError(notReady, .serviceUnavailable, "upstream-unavailable")
             #expect(Int(notReady.headers[.retryAfter] ?? "") ?? 0 >= 1)
-            try await Task.sleep(for: .milliseconds(100))
+            try await h.waitUntil("the session's connection down", session: token) { !$0.isConnected }
             let down = try await h.request(.post, "/v1/methods/whoami", token: token)
             expectError(down, .serviceUnavailable, "upstream-unavailable")
             #expect(Int(down.headers[.retryAfter] ?? "") ?? 0 >= 1)
@@ -277,18 +272,11 @@ import Testing
             #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 2)
             expectError(try await h.request(.post, "/v1/sessions", body: "{}"), .serviceUnavailable, "upstream-unavailable")
             try await h.upstream.start(port: port)
-            var whoami = BridgeHarness.Reply(status: .serviceUnavailable, headers: [:], text: "")
-            for _ in 0..<50 where whoami.status != .ok {
-                try await Task.sleep(for: .milliseconds(100))
-                whoami = try await h.request(.post, "/v1/methods/whoami", token: token)
-            }
+            try await h.waitUntilLive("the session's connection back", session: token)
+            let whoami = try await h.request(.post, "/v1/methods/whoami", token: token)
             #expect(whoami.status == .ok)
             #expect(whoami["result"]?.stringValue?.count == 17, "the session resumed its login")
-            var readyAgain = try await h.request(.get, "/readyz")
-            for _ in 0..<100 where readyAgain.status != .ok {
-                try await Task.sleep(for: .milliseconds(50))
-                readyAgain = try await h.request(.get, "/readyz")
-            }
+            let readyAgain = try await h.readiness("/readyz follows the upstream back") { $0.status == .ok }
             #expect(readyAgain.status == .ok, "/readyz follows the upstream back")
             #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 2)
         }

@@ -340,9 +340,7 @@ import Testing
             for (token, address) in [(another, "203.0.113.5"), (other, "198.51.100.20")] {
                 _ = try await h.request(.delete, "/v1/session", token: token, headers: from(address))
             }
-            try await eventually("everything given back") {
-                metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_memory_budget_used_bytes") == 0
-            }
+            try await h.metrics("everything given back") { metricSample($0, "ddp_bridge_memory_budget_used_bytes") == 0 }
         }
     }
 
@@ -505,6 +503,8 @@ import Testing
                     expectError(reply, .unprocessableContent, "query-too-expensive")
                 }
                 group.addTask {
+                    // A head start for the query (nothing says it is under way: it runs in its
+                    // request's task), so the call is made while it runs.
                     try await Task.sleep(for: .milliseconds(100))
                     // Before the fix the query ran inside the session's connection actor, and this call waited for it.
                     let echo = try await requestOnOwnConnection(port: port, .POST, "/v1/methods/echo", token: token, body: "[1]")
@@ -534,6 +534,7 @@ final class LockedBox<Value: Sendable>: Sendable {
     init(_ value: Value) { mutex = Mutex(value) }
     var value: Value { mutex.withLock { $0 } }
     func append<Element>(_ element: Element) where Value == [Element] { mutex.withLock { $0.append(element) } }
+    func increment() where Value == Int { mutex.withLock { $0 += 1 } }
 }
 
 @Suite struct LargeSnapshotTests {

@@ -134,8 +134,9 @@ import Testing
 
     @Test func manyReadersShareOneUpstreamConnectionAndSubscription() async throws {
         try await Self.run { h, port in
-            // The readiness probe keeps a connection of its own; count from when it is up.
-            try await eventually("the readiness probe's connection") { try await h.request(.get, "/readyz").status == .ok }
+            // The readiness probe keeps a connection of its own; count from when it is up (the
+            // public pool connects with its first subscription, and no session is made yet).
+            try await h.upstream.core.wait("the readiness probe's connection") { $0.connectionCount >= 1 }
             let before = await h.upstream.core.connectionCount
             let readers = 8
             try await Self.withReaders(readers, port: port, "/v1/public/events?subscribe=tasks&collections=tasks&snapshot=true") { streams in
@@ -155,10 +156,14 @@ import Testing
                 }
                 _ = try await h.request(.delete, "/v1/collections/tasks/p0", token: token)
                 // The public connection gets the session's writes from the upstream a moment later
-                // (a read at once once saw 10 of the 12 documents): read once it has them all.
-                try await eventually("the public view has the writes") {
-                    try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&limit=0")["count"] == 12
+                // (a read at once once saw 10 of the 12 documents): read once it has them all, which
+                // its readers see as the removal, the last write, reaches them (the upstream sends
+                // one connection's changes in order; a reader's events follow its connection's cache).
+                let first = try #require(streams.first)
+                try await first.wait("the public view has the writes") {
+                    $0.contains { $0.event == "removed" && $0.json["id"] == "p0" }
                 }
+                #expect(try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&limit=0")["count"] == 12)
                 let read = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&limit=100")
                 #expect(read.status == .ok, "\(read.text)")
                 var expected: [String: EJSONObject] = [:]
@@ -170,7 +175,6 @@ import Testing
                     }
                 }
                 #expect(expected.count == 12)
-                let first = try #require(streams.first)
                 try await first.wait("every change") { Self.apply($0) == expected }
                 let reference = Self.documentEvents(await first.events)
                 for stream in streams.dropFirst() {
@@ -185,7 +189,7 @@ import Testing
                 #expect(metricSample(metrics, "ddp_bridge_public_subscriptions") == 1)
             }
             // When the last reader has gone and the linger is over, the subscription is stopped upstream.
-            try await eventually("the public subscription stopped upstream") { await h.upstream.core.subscriptionCount(named: "tasks") == 0 }
+            try await h.upstream.core.wait("the public subscription stopped upstream") { $0.subscriptionCount(named: "tasks") == 0 }
             let metrics = try await h.request(.get, "/metrics").text
             #expect(metricSample(metrics, "ddp_bridge_public_readers") == 0)
             #expect(metricSample(metrics, "ddp_bridge_public_subscriptions") == 0)
@@ -228,9 +232,7 @@ import Testing
                     #expect(refused.body.contains("too-many-public-streams"), "\(refused.body)")
                 }
             }
-            try await eventually("the readers have left") {
-                metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_public_readers") == 0
-            }
+            try await h.metrics("the readers have left") { metricSample($0, "ddp_bridge_public_readers") == 0 }
             try await withEventStream(port: port, "/v1/public/events?subscribe=typed&snapshot=true", token: nil) { again in
                 try await again.wait("snapshot") { $0.contains { $0.event == "snapshot" } }
             }
@@ -314,11 +316,11 @@ import Testing
                 try await withEventStream(port: port, "/v1/events?snapshot=true", token: token) { reader in
                     try await reader.wait("session snapshot \(round)") { $0.contains { $0.event == "snapshot" } }
                 }
-                try await eventually("the public reader's place is free (round \(round))", timeout: .seconds(5)) {
-                    metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_public_readers") == 0
+                try await h.metrics("the public reader's place is free (round \(round))", timeout: .seconds(5)) {
+                    metricSample($0, "ddp_bridge_public_readers") == 0
                 }
-                try await eventually("the session's stream slot is free (round \(round))", timeout: .seconds(5)) {
-                    metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_sse_streams") == 0
+                try await h.metrics("the session's stream slot is free (round \(round))", timeout: .seconds(5)) {
+                    metricSample($0, "ddp_bridge_sse_streams") == 0
                 }
             }
         }
@@ -371,18 +373,15 @@ import Testing
             for _ in 0..<2 {
                 sockets.append(try Self.rawRequest(port: port, "GET /v1/public/events?subscribe=bulk&params=%5B30000%5D HTTP/1.1\r\nHost: x\r\n\r\n"))
             }
-            try await eventually("the readers are counted") {
-                metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_public_readers") == 2
-            }
+            try await h.metrics("the readers are counted") { metricSample($0, "ddp_bridge_public_readers") == 2 }
             // Reset, not closed: the server's side of the connection is gone at once (no half-closure).
             for socket in sockets {
                 var reset = linger(l_onoff: 1, l_linger: 0)
                 _ = setsockopt(socket, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
                 _ = Glibc.close(socket)
             }
-            try await eventually("nothing is held by streams that never started", timeout: .seconds(30)) {
-                let metrics = try await h.request(.get, "/metrics").text
-                return metricSample(metrics, "ddp_bridge_public_readers") == 0 && metricSample(metrics, "ddp_bridge_public_subscriptions") == 0
+            try await h.metrics("nothing is held by streams that never started", timeout: .seconds(30)) { metrics in
+                metricSample(metrics, "ddp_bridge_public_readers") == 0 && metricSample(metrics, "ddp_bridge_public_subscriptions") == 0
                     && metricSample(metrics, "ddp_bridge_sse_streams") == 0
             }
             try await withEventStream(port: port, "/v1/public/events?subscribe=typed&snapshot=true", token: nil) { one in
@@ -433,7 +432,7 @@ import Testing
     }
 
     @Test func aCollectionReadCarriesAnETagThatCachesRevalidate() async throws {
-        try await Self.run(configure: { $0.publicMaxAge = 5 }) { h, _ in
+        try await Self.run(configure: { $0.publicMaxAge = 5 }) { h, port in
             let path = "/v1/public/collections/tasks?subscribe=tasks&sort=%7B%22_id%22%3A1%7D"
             let first = try await h.request(.get, path)
             #expect(first.status == .ok)
@@ -450,10 +449,15 @@ import Testing
             #expect(try await h.request(.get, path, headers: [.ifNoneMatch: "\"other\""]).status == .ok)
 
             let (token, _) = try await h.session()
-            _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"done":true}"#)
-            try await eventually("the change reaches the public view") {
+            // A reader of the same subscription sees the change once the public view has it.
+            try await withEventStream(port: port, "/v1/public/events?subscribe=tasks&collections=tasks", token: nil) { reader in
+                try await reader.waitUntilOpen()
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"done":true}"#)
+                try await reader.wait("the change reaches the public view") {
+                    $0.contains { $0.event == "changed" && $0.json["id"] == "task-a1" }
+                }
                 let changed = try await h.request(.get, path, headers: [.ifNoneMatch: tag])
-                return changed.status == .ok && changed.headers[.eTag] != tag
+                #expect(changed.status == .ok && changed.headers[.eTag] != tag, "\(changed.status) \(changed.headers[.eTag] ?? "")")
             }
             // Another query of the same data is another representation, with its own tag.
             let limited = try await h.request(.get, path + "&limit=1")
@@ -510,9 +514,14 @@ import Testing
                     events.contains { $0.event == "connection" && $0.json["state"] == "reconnecting" }
                         && Self.documentEvents(events).count > seen
                 }
-                try await Task.sleep(for: .milliseconds(300))
+                // A write after the return is a fence: whatever else the return brought reached
+                // the reader before it.
+                @Sendable func isFence(_ event: SSEEvent) -> Bool { event.json["id"] == "task-a2" && event.json["fields"]?["text"] == "fence" }
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"text":"fence"}"#)
+                try await stays.wait("the write after the return") { Self.documentEvents($0).contains(where: isFence) }
                 let after = Array(Self.documentEvents(await stays.events).dropFirst(seen))
-                #expect(after.map(\.event) == ["added"], "only the net difference: \(after.map(\.data))")
+                #expect(
+                    after.map(\.event) == ["added", "changed"] && after.last.map(isFence) == true, "only the net difference: \(after.map(\.data))")
                 #expect(after.first?.json["id"] == "while-down")
                 let states = await stays.events.filter { $0.event == "connection" }.compactMap { $0.json["state"]?.stringValue }
                 #expect(states.suffix(1) == ["connected"], "\(states)")

@@ -23,12 +23,7 @@ import Testing
 
     /// `/readyz` once its answer names a cause.
     static func readiness(_ bridge: BridgeHarness, within timeout: Duration) async throws -> BridgeHarness.Reply {
-        var reply: BridgeHarness.Reply?
-        try await eventually("/readyz to name the cause", timeout: timeout) {
-            reply = try await bridge.request(.get, "/readyz")
-            return reply?["details"]?["cause"] != nil
-        }
-        return try #require(reply)
+        try await bridge.readiness("/readyz to name the cause", timeout: timeout) { $0["details"]?["cause"] != nil }
     }
 
     @Test func aClosedPortIsConnectionRefusedInReadyzTheMetricsAndTheLog() async throws {
@@ -45,9 +40,8 @@ import Testing
                 ready["reason"]?.stringValue
                     == "The upstream Meteor server is not reachable: nothing is listening at 127.0.0.9:\(port) (connection refused)")
             // Every failed attempt is counted by its cause; the log said it once.
-            try await eventually("several attempts") {
-                let metrics = try await bridge.request(.get, "/metrics").text
-                return (metricSample(metrics, #"ddp_bridge_upstream_failures_total{cause="connection-refused"}"#) ?? 0) >= 3
+            try await bridge.metrics("several attempts") {
+                (metricSample($0, #"ddp_bridge_upstream_failures_total{cause="connection-refused"}"#) ?? 0) >= 3
             }
             let warnings = lines.all.filter { $0.contains("upstream connection failed") }
             #expect(warnings.count == 1, "\(lines.all)")

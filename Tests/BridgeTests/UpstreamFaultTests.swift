@@ -96,11 +96,11 @@ import Timing
                 body: #"{"username":"alice","password":"secret"}"#)
             #expect(login.status == .ok, "\(login.text)")
             // After a reconnect the view is live again: the dead call is not re-sent and holds no resync.
+            let before = try await bridge.upstreamSession(of: token)
             await bridge.upstream.core.closeAllConnections()
-            try await eventually("the session to be connected and live again") {
-                let state = try await bridge.request(.get, "/v1/session", token: token)
-                return state["connection"]?["state"] == "connected"
-            }
+            try await bridge.waitUntilLive("the session to be connected and live again", session: token, after: before)
+            let state = try await bridge.request(.get, "/v1/session", token: token)
+            #expect(state["connection"]?["state"] == "connected", "\(state.text)")
             let inserted = try await bridge.request(.post, "/v1/collections/tasks", token: token, body: #"{"text":"after","listId":"l1"}"#)
             #expect(inserted.status == .created, "\(inserted.text)")
             let id = inserted["id"]?.stringValue ?? ""
@@ -130,14 +130,14 @@ import Timing
             // attempts happened to overlap.)
             // (Checked as it settles: on a loaded machine an attempt cut at its deadline may
             // take a moment to be seen closed at the upstream's side.)
-            try await eventually("four attempts") { upstream.arrivals.count >= 4 }
-            try await eventually("attempts past their deadline closed: at most two open") { upstream.openConnections <= 2 }
+            try await upstream.wait("four attempts") { $0.arrivals.count >= 4 }
+            try await upstream.wait("attempts past their deadline closed: at most two open") { $0.openConnections <= 2 }
             let ready = try await bridge.request(.get, "/readyz")
             #expect(ready.status == .serviceUnavailable)
         }
         // Leaving `run` shut the bridge down: with the attempt hung, that never finished before.
         #expect(ContinuousClock.now - started < .seconds(30))
-        try await eventually("the last attempt's socket to close") { upstream.openConnections == 0 }
+        try await upstream.wait("the last attempt's socket to close") { $0.openConnections == 0 }
         await upstream.stop()
     }
 
@@ -166,15 +166,15 @@ import Timing
             let reply = try await bridge.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"huge","timeout":10000}"#)
             expectError(reply, .badGateway, "message-too-large")
             #expect(reply["reason"]?.stringValue?.contains("1048576") == true, "\(reply.text)")
-            // One reconnect, then calm: the subscription that asked for it is not sent again.
-            try await eventually("the session to reconnect") {
-                let state = try await bridge.request(.get, "/v1/session", token: token)
-                return state["connection"]?["state"] == "connected"
-            }
-            try await Task.sleep(for: .seconds(1))
-            #expect(upstream.arrivals.count - before <= 2, "reconnects: \(upstream.arrivals.count - before)")
+            // One reconnect, then calm: the subscription that asked for it is not sent again (sent
+            // again, it would hold the resync until the next oversized message dropped the link).
+            try await upstream.wait("the session to reconnect") { $0.arrivals.count > before }
+            try await bridge.waitUntilLive("the session live again", session: token)
+            // A call on the new connection is answered after anything the upstream sent for a
+            // re-sent subscription: by then the loop would have dropped the link again.
             let echo = try await bridge.request(.post, "/v1/methods/echo", token: token, body: "[1]")
             #expect(echo.status == .ok, "\(echo.text)")
+            #expect(upstream.arrivals.count - before <= 2, "reconnects: \(upstream.arrivals.count - before)")
         }
         await upstream.stop()
     }
@@ -197,11 +197,11 @@ import Timing
         ) { bridge in
             for _ in 0..<sessions { _ = try await bridge.session() }
             // (one more connection: the readiness probe's)
-            try await eventually("every session to connect") { upstream.openConnections >= sessions }
+            try await upstream.wait("every session to connect") { $0.openConnections >= sessions }
             let dropped = ContinuousClock.now
             await upstream.dropAll()
-            try await eventually("every session to come back", timeout: .seconds(30)) {
-                upstream.arrivals.filter { $0 > dropped }.count >= sessions
+            try await upstream.wait("every session to come back", timeout: .seconds(30)) {
+                $0.arrivals.filter { $0 > dropped }.count >= sessions
             }
             let returns = upstream.arrivals.filter { $0 > dropped }.sorted()
             // The k-th return comes no sooner than the bucket allows (+1 for timer slack).
@@ -233,7 +233,7 @@ import Timing
         }
         try await upstream.start()
         try await BridgeHarness.run(upstreamURL: upstream.url, configure: { $0.connectTimeout = .seconds(1) }) { bridge in
-            try await eventually("several refused attempts") { upstream.arrivals.count >= 6 }
+            try await upstream.wait("several refused attempts") { $0.arrivals.count >= 6 }
             let ready = try await bridge.request(.get, "/readyz")
             expectError(ready, .serviceUnavailable, "upstream-unavailable")
             #expect(ready["reason"]?.stringValue == "The upstream Meteor server is not reachable: \(cause)")
@@ -245,7 +245,7 @@ import Timing
             #expect(session["reason"]?.stringValue == "The upstream Meteor server is unreachable: \(cause)", "\(session.text)")
             // The upstream comes to its senses: the same bridge serves.
             behaves.withLockedValue { $0 = true }
-            try await eventually("ready again") { try await bridge.request(.get, "/readyz").status == .ok }
+            try await bridge.readiness("ready again") { $0.status == .ok }
             _ = try await bridge.session()
         }
         await upstream.stop()

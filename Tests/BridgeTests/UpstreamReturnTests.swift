@@ -24,12 +24,20 @@ import Testing
         configuration.maxConnectionsPerAddress = sessions + 64
     }
 
-    static func inBackoff(_ session: Session, atLeast delay: Duration) -> Bool {
-        if case .reconnecting(_, let wait, _) = session.connection { wait >= delay } else { false }
+    static func inBackoff(_ connection: ConnectionState, atLeast delay: Duration) -> Bool {
+        if case .reconnecting(_, let wait, _) = connection { wait >= delay } else { false }
     }
 
-    static func isConnected(_ session: Session) -> Bool {
-        if case .connected = session.connection { true } else { false }
+    /// Waits until every one of `sessions` is in a backoff of `delay` or more at once: each is
+    /// waited for as its connection reports; one seen between two attempts (an attempt at a
+    /// stopped upstream ends at once) is waited for again, all within `timeout`.
+    static func waitUntilAllInBackoff(_ sessions: [Session], atLeast delay: Duration, timeout: Duration) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while let waiting = sessions.first(where: { !inBackoff($0.connection, atLeast: delay) }) {
+            let left = deadline - .now
+            guard left > .zero else { throw ConditionNotMet(description: "every session in a backoff of \(delay) or more within \(timeout)") }
+            try await waiting.client.waitUntil(timeout: left) { inBackoff($0.state, atLeast: delay) }
+        }
     }
 
     /// Before, sessions waited out their backoff: with 50 sessions and the upstream away 12 s, the
@@ -42,15 +50,13 @@ import Testing
             for _ in 0..<count { _ = try await h.session() }
             let port = try #require(await h.upstream.port)
             await h.upstream.stop()
-            try await eventually("every session waiting out a backoff of 4 s or more", timeout: .seconds(60)) {
-                let sessions = h.registry.allSessions
-                return sessions.count == count && sessions.allSatisfy { Self.inBackoff($0, atLeast: .seconds(4)) }
-            }
+            let sessions = h.registry.allSessions
+            #expect(sessions.count == count)
+            try await Self.waitUntilAllInBackoff(sessions, atLeast: .seconds(4), timeout: .seconds(60))
             try await h.upstream.start(port: port)
             let returned = ContinuousClock.now
-            try await eventually("every session connected again", timeout: .seconds(60)) {
-                h.registry.allSessions.allSatisfy(Self.isConnected)
-            }
+            // Connected stays connected (the upstream stays up): one after another is every one at once.
+            for session in sessions { try await session.client.waitUntil(timeout: .seconds(60)) { $0.isConnected } }
             let took = ContinuousClock.now - returned
             let bound = Duration.seconds(Double(count) / rate + 2)
             #expect(took < bound, "\(count) sessions took \(took) to come back; the bound is \(bound)")
@@ -65,9 +71,7 @@ import Testing
             let (token, _) = try await h.session()
             let port = try #require(await h.upstream.port)
             await h.upstream.stop()
-            try await eventually("the session waiting out a backoff", timeout: .seconds(30)) {
-                h.registry.allSessions.allSatisfy { Self.inBackoff($0, atLeast: .seconds(4)) }
-            }
+            try await Self.waitUntilAllInBackoff(h.registry.allSessions, atLeast: .seconds(4), timeout: .seconds(30))
             try await h.upstream.start(port: port)
             let echo = try await h.request(.post, "/v1/methods/echo?timeout=3000", token: token, body: "[1]")
             #expect(echo.status == .ok, "\(echo.text)")
