@@ -1,6 +1,8 @@
 import Bridge
 import DDP
+import DDPClient
 import DDPServer
+import FaultKit
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -71,8 +73,12 @@ import Testing
                     #expect(live.map { $0.json["id"] } == ["task-a1", "task-a2", "task-b1"])
                     #expect(live[1].json["fields"]?["listId"] == "inbox", "an entering document comes whole")
                     try await one.wait("the one document") { documentEvents($0).count >= 1 }
-                    try await Task.sleep(for: .milliseconds(200))
-                    #expect(documentEvents(await one.events).map { $0.json["id"] } == ["task-a2"])
+                    // A later change of that document is a fence: an event the filter let through
+                    // by mistake (the other changes came first) would have reached the stream before it.
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"fence":true}"#)
+                    try await one.wait("the fence") { $0.contains { $0.json["fields"]?["fence"] == true } }
+                    let seen = documentEvents(await one.events)
+                    #expect(seen.map { $0.json["id"] } == ["task-a2", "task-a2"] && seen.last?.json["fields"]?["fence"] == true)
                 }
             }
             expectError(try await h.request(.get, "/v1/events?selector=%7B%7D", token: token), .badRequest, "bad-request")
@@ -96,12 +102,8 @@ import Testing
                 #expect(try await h.request(.get, "/v1/subscriptions", token: token).json.arrayValue?.count == 1)
             }
             // Closing the stream releases its subscription (after the linger).
-            var remaining = 1
-            for _ in 0..<50 where remaining > 0 {
-                try await Task.sleep(for: .milliseconds(100))
-                remaining = try await h.request(.get, "/v1/subscriptions", token: token).json.arrayValue?.count ?? -1
-            }
-            #expect(remaining == 0)
+            try await h.waitUntil("the stream's subscription released", session: token, timeout: .seconds(5)) { $0.subscriptions.isEmpty }
+            #expect(try await h.request(.get, "/v1/subscriptions", token: token).json.arrayValue?.count == 0)
             expectError(try await h.request(.get, "/v1/events?subscribe=nope", token: token), .notFound, 404)
         }
     }
@@ -142,10 +144,14 @@ import Testing
             let port = try #require(h.client.port)
             let streams = 6
             let (opened, openedOne) = AsyncStream<Void>.makeStream()
+            // The storm's writes so far: stream n opens after 5 n of them, so the streams open
+            // one after another while the changes pour in.
+            let written = LockedBox(0)
+            let progress = ChangeSignal()
             let received = try await withThrowingTaskGroup(of: [SSEEvent].self) { group in
                 for n in 0..<streams {
                     group.addTask {
-                        try await Task.sleep(for: .milliseconds(20 * n))
+                        try await progress.wait("the storm's first \(5 * n) writes", timeout: .seconds(30)) { written.value >= 5 * n }
                         return try await withEventStream(port: port, "/v1/events?collections=tasks&snapshot=true", token: token) { stream in
                             try await stream.wait("the snapshot") { $0.contains { $0.event == "snapshot" } }
                             openedOne.yield()
@@ -158,6 +164,8 @@ import Testing
                 }
                 for n in 1...120 {
                     _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":\#(n)}"#)
+                    written.increment()
+                    progress.signal()
                     if n % 10 == 0 {
                         _ = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"storm\#(n)","n":\#(n)}"#)
                     }
@@ -331,8 +339,12 @@ import Testing
                 try await h.upstream.start(port: upstreamPort)
                 try await stream.wait("connected again") { $0.filter { $0.event == "connection" && $0.json["state"] == "connected" }.count >= 1 }
                 _ = try await h.request(.post, "/v1/methods/echo", token: token)
-                try await Task.sleep(for: .milliseconds(300))
-                #expect(documentEvents(await stream.events).isEmpty, "a reconnect that changed nothing emits no document events")
+                // A write after the return is a fence: whatever the return emitted reached the
+                // stream before it.
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"fence":1}"#)
+                try await stream.wait("the first fence") { $0.contains { $0.json["fields"]?["fence"] == 1 } }
+                #expect(
+                    documentEvents(await stream.events).map(\.event) == ["changed"], "a reconnect that changed nothing emits no document events")
 
                 // Down, changed while down, back: only the net difference.
                 await h.upstream.stop()
@@ -342,12 +354,14 @@ import Testing
                 try await h.upstream.core.update("tasks", ["_id": "task-a1"], ["$set": ["done": true]])
                 try await h.upstream.core.remove("tasks", ["_id": "task-b1"])
                 try await h.upstream.start(port: upstreamPort)
-                try await stream.wait("the net difference") { documentEvents($0).count >= 2 }
-                try await Task.sleep(for: .milliseconds(300))
-                let changes = documentEvents(await stream.events)
-                #expect(changes.map(\.event) == ["removed", "changed"])
-                #expect(changes.map { $0.json["id"] } == ["task-b1", "task-a1"])
-                #expect(changes[1].json["fields"] == ["done": true])
+                try await stream.wait("the net difference") { documentEvents($0).count >= 3 }
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"fence":2}"#)
+                try await stream.wait("the second fence") { $0.contains { $0.json["fields"]?["fence"] == 2 } }
+                // After the first fence: the net difference, then the second fence.
+                let changes = Array(documentEvents(await stream.events).dropFirst())
+                #expect(changes.map(\.event) == ["removed", "changed", "changed"])
+                #expect(changes.map { $0.json["id"] } == ["task-b1", "task-a1", "task-a2"])
+                #expect(changes.count == 3 && changes[1].json["fields"] == ["done": true])
             }
         }
     }

@@ -59,7 +59,7 @@ import Testing
             let before = metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_event_loop_lateness_max_seconds") ?? -1
             #expect(before >= 0 && before < 0.3, "the largest lateness before the loop was held: \(before)")
             let loop = group.next()
-            // What a data-sized job that does not yield would do to the loop.
+            // What a data-sized job that does not yield would do to the loop (the hold is the test's load).
             try await loop.submit { usleep(300_000) }.get()
             // The timer was due during the hold; anything due after it runs after the timer did.
             try await loop.scheduleTask(in: .milliseconds(50)) {}.futureResult.get()

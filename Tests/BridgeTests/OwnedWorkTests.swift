@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Testing
+import Timing
 
 @testable import Bridge
 
@@ -19,7 +20,13 @@ import Testing
     /// from the log a page at a time as the socket takes it, and a start that waits on a reader
     /// taking nothing ends after the stall timeout.
     @Test func aSilentReaderResumingFromAnEarlyEventHoldsAPageAndIsCutWhenItStalls() async throws {
-        try await BridgeHarness.run(configure: { $0.streamStallTimeout = .milliseconds(500) }) { h in
+        // A stall timeout no other timer of the bridge has, on a clock the test moves.
+        let stall = Duration.milliseconds(730)
+        let time = BridgeClock.driven()
+        try await BridgeHarness.run(configure: {
+            $0.streamStallTimeout = stall
+            $0.clock = time
+        }) { h in
             let (token, _) = try await h.session()
             let port = try #require(h.client.port)
             // The id of the first event of a 10,000-event log (~1.2 MB of frames).
@@ -36,8 +43,13 @@ import Testing
                 request:
                     "GET /v1/events?collections=bulk HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nLast-Event-ID: \(firstID)\r\n\r\n"
             )
-            // Time must pass for a stall: the reader takes nothing for three stall timeouts.
-            try await Task.sleep(for: .milliseconds(1_500))
+            // The reader takes nothing: its socket fills, the stream's writer sets the stall timer,
+            // and the stall timeout passes (on the clock) before the reader reads at all. The cut
+            // stream, its socket still full, sets the timer of its connection's close: it has ended.
+            let loop = MultiThreadedEventLoopGroup.singleton.any()
+            try await time.waitUntilArmed(delay: stall, timeout: .seconds(20), on: loop)
+            time.advance(by: stall)
+            try await time.waitUntilArmed(delay: StreamHandOff.lastEventDeadline, timeout: .seconds(20), on: loop)
             let text = try await reader.readToEnd(timeout: .seconds(20))
             #expect(reader.endedByServer, "the bridge never ended the stream of a reader that took nothing")
             let added = text.components(separatedBy: "event: added\n").count - 1

@@ -1,5 +1,6 @@
 import BridgeStore
 import DDP
+import DDPClient
 import DDPServer
 import FaultKit
 import Foundation
@@ -10,6 +11,7 @@ import NIOHTTP1
 import NIOPosix
 import SQLiteNIO
 import Testing
+import Timing
 
 @testable import Bridge
 
@@ -102,19 +104,27 @@ import Testing
 
     // MARK: - Opening the store
 
-    /// A store that only counts how often it was closed.
+    /// A store that only counts how often it was closed (and signals `changes` when it is).
     final class CountingStore: SessionStore {
         let closes: LockedState<Int>
-        init(closes: LockedState<Int>) { self.closes = closes }
+        let changes: ChangeSignal?
+        init(closes: LockedState<Int>, changes: ChangeSignal? = nil) {
+            self.closes = closes
+            self.changes = changes
+        }
         func prepare() async throws {}
         func save(_ session: StoredSession) async throws {}
         func load(tokenHash: String) async throws -> StoredSession? { nil }
         func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {}
         func purge(before: Int64) async throws {}
-        func shutdown() async { closes.withLock { $0 += 1 } }
+        func shutdown() async {
+            closes.withLock { $0 += 1 }
+            changes?.signal()
+        }
     }
 
-    /// Waits `duration` whether or not the caller is cancelled (a store call that ignores cancellation).
+    /// Waits `duration` whether or not the caller is cancelled: a store call that ignores
+    /// cancellation and takes that long (the time it takes is what the test is about).
     static func sleepIgnoringCancellation(_ duration: Duration) async {
         await Task.detached { try? await Task.sleep(for: duration) }.value
     }
@@ -126,12 +136,14 @@ import Testing
     @Test func theStoreIsOpenedOnceHoweverManyRequestsNeedItAndClosedOnShutdown() async throws {
         let opens = LockedState(0)
         let closes = LockedState(0)
+        let opening = ChangeSignal()
         /// A persistence whose every open takes `duration` and makes a ``CountingStore``.
         func counting(opening duration: Duration) -> SessionPersistence {
             SessionPersistence(
                 name: "counting",
                 opener: {
                     opens.withLock { $0 += 1 }
+                    opening.signal()
                     await Self.sleepIgnoringCancellation(duration)
                     return CountingStore(closes: closes)
                 }, key: .random(), logger: Logger(label: "store"), metrics: BridgeMetrics())
@@ -147,7 +159,7 @@ import Testing
 
         let late = counting(opening: .milliseconds(300))
         async let started: Void = late.start()
-        try await Task.sleep(for: .milliseconds(50))
+        try await opening.wait("the second open under way") { opens.withLock { $0 } == 2 }
         await late.shutdown()
         await started
         #expect(opens.withLock { $0 } == 2)
@@ -158,15 +170,16 @@ import Testing
     /// closes its store), never dropped.
     @Test func aStoreOpenedAfterItsDeadlineIsClosed() async throws {
         let closes = LockedState(0)
+        let closed = ChangeSignal()
         await #expect(throws: SessionStoreError.self) {
             try await SessionPersistence.withDeadline(
                 "open", .milliseconds(100), on: MultiThreadedEventLoopGroup.singleton.any(), discardLate: { await $0.shutdown() }
             ) {
                 await Self.sleepIgnoringCancellation(.milliseconds(300))
-                return CountingStore(closes: closes)
+                return CountingStore(closes: closes, changes: closed)
             }
         }
-        try await eventually("the late store closed", timeout: .seconds(5)) { closes.withLock { $0 } == 1 }
+        try await closed.wait("the late store closed", timeout: .seconds(5)) { closes.withLock { $0 } == 1 }
         let onTime = try await SessionPersistence.withDeadline(
             "open", .seconds(5), on: MultiThreadedEventLoopGroup.singleton.any(), discardLate: { await $0.shutdown() }
         ) {
@@ -255,9 +268,10 @@ import Testing
                     try await stream.wait("a change") { PublicFanoutTests.documentEvents($0).count >= 1 }
                     return try #require(await stream.events.last?.id)
                 }
-                // The stream's own subscription goes when the bridge sees the hang-up.
-                try await eventually("the stream's subscription released") {
-                    try await h.request(.get, "/v1/session", token: token)["subscriptions"]?.arrayValue?.count == 2
+                // The stream's own subscription goes when the bridge sees the hang-up (and, after
+                // its linger, from the session's connection).
+                try await h.waitUntil("the stream's subscription released", session: token) { connection in
+                    !connection.subscriptions.values.contains { $0.name == "ticker" }
                 }
                 let session = try await h.request(.get, "/v1/session", token: token)
                 first.withLock {
@@ -332,7 +346,8 @@ import Testing
                     for token in all + all { group.addTask { try await h.request(.get, "/v1/session", token: token).status } }
                     return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
                 }
-                // The requests are waiting for the store; let go of the file.
+                // The requests are waiting for the store; let go of the file. A wait of time: nothing
+                // says a request is waiting for the store (the registry's resumes are its own).
                 try await Task.sleep(for: .milliseconds(400))
                 _ = try await holder.query("COMMIT", [])
                 try await holder.close()
@@ -363,9 +378,9 @@ import Testing
                 let stream = try await RawConnection.open(port: port)
                 try await stream.send(
                     "GET /v1/events?subscribe=typed HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
-                try await eventually("the stream's subscription held") {
-                    try await h.request(.get, "/v1/session", token: token)["subscriptions"]?.arrayValue?.count == 2
-                }
+                // The stream's head comes once its subscription is ready (held by the session).
+                #expect(try await stream.waitUntilReceived("text/event-stream", count: 1, within: .seconds(10)) == 1)
+                #expect(try await h.request(.get, "/v1/session", token: token)["subscriptions"]?.arrayValue?.count == 2)
                 // Saved with the stream open.
                 let bulk = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[3]}"#)
                 #expect(bulk.status == .created)
@@ -512,12 +527,13 @@ import Testing
                     }
                     return try await group.reduce(into: [Int]()) { $0.append($1) }
                 }
-                try await eventually("the 40 subscriptions made upstream") { await upstream.core.subscriptionCount(named: "tasks") >= 40 }
+                try await upstream.core.wait("the 40 subscriptions made upstream") { $0.subscriptionCount(named: "tasks") >= 40 }
                 // Ready in the session too: each request has its answer from upstream and goes on to save.
-                try await eventually("the 40 subscriptions ready in the session") {
-                    let listed = try await h.request(.get, "/v1/subscriptions", token: token).json
-                    return listed.arrayValue?.filter { $0["state"]?.stringValue == "ready" }.count == 40
+                try await h.waitUntil("the 40 subscriptions ready in the session", session: token) { connection in
+                    connection.subscriptions.values.filter { $0.name == "tasks" && $0.ready }.count == 40
                 }
+                let listed = try await h.request(.get, "/v1/subscriptions", token: token).json
+                #expect(listed.arrayValue?.filter { $0["state"]?.stringValue == "ready" }.count == 40)
                 _ = try await holder.query("COMMIT", [])
                 try await holder.close()
                 let answered = try await statuses
@@ -590,6 +606,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let key = SessionKey.random()
         let storing = Self.storing(in: folder, key: key)
+        let time = BridgeClock.driven()
         try await Self.withUpstream { _, url in
             try await BridgeHarness.run(upstreamURL: url, configure: { storing(&$0) }) { a in
                 try await BridgeHarness.run(
@@ -597,15 +614,16 @@ import Testing
                     configure: {
                         storing(&$0)
                         $0.storeCheckInterval = .milliseconds(100)
+                        $0.clock = time
                     }
                 ) { b in
                     let (token, _) = try await a.session(#"{"username":"alice","password":"secret"}"#)
                     #expect(try await b.request(.get, "/v1/session", token: token).status == .ok, "B resumes it from the store")
                     #expect(try await a.request(.delete, "/v1/session", token: token).status == .noContent)
                     expectError(try await a.request(.get, "/v1/session", token: token), .unauthorized, "session-expired")
-                    try await eventually("B ends it too", timeout: .seconds(5)) {
-                        try await b.request(.get, "/v1/session", token: token).status == .unauthorized
-                    }
+                    // Past B's check interval, its next request looks the session up before it serves.
+                    time.advance(by: .milliseconds(100))
+                    expectError(try await b.request(.get, "/v1/session", token: token), .unauthorized, "session-expired")
                     expectError(try await b.request(.post, "/v1/methods/echo", token: token, body: "[1]"), .unauthorized, "session-expired")
                 }
             }
@@ -616,7 +634,7 @@ import Testing
     @Test func readinessSaysShuttingDownOnceShutdownBegins() async throws {
         try await BridgeHarness.run(configure: { $0.shutdownGrace = .seconds(30) }) { h in
             let (token, _) = try await h.session()
-            try await eventually("ready") { try await h.request(.get, "/readyz").status == .ok }
+            try await h.readiness("ready") { $0.status == .ok }
             h.registry.beginShutdown()
             expectError(try await h.request(.get, "/readyz"), .serviceUnavailable, "shutting-down")
             #expect(try await h.request(.get, "/v1/session", token: token).status == .ok, "requests in flight go on")
