@@ -91,12 +91,12 @@ import Timing
     @Test func aSleepEndsWhenTheClockPassesItOrItsTaskIsCancelled() async throws {
         let clock = BridgeClock.driven()
         let slept = Task { try await clock.sleep(for: .seconds(60), on: loop) }
-        try await waitUntilPending(clock, 1)
+        try await clock.waitUntilArmed(delay: .seconds(60), timeout: .seconds(10), on: loop)
         clock.advance(by: .seconds(60))
         try await slept.value
 
         let cancelled = Task { try await clock.sleep(for: .seconds(60), on: loop) }
-        try await waitUntilPending(clock, 1)
+        try await clock.waitUntilArmed(delay: .seconds(60), timeout: .seconds(10), on: loop)
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
         #expect(clock.pendingCount == 0, "the cancelled sleep's timer went with it")
@@ -122,7 +122,7 @@ import Timing
                 box.resume(with: .failure($0))
             }
         }
-        try await waitUntilPending(clock, 1)
+        try await clock.waitUntilArmed(delay: .seconds(5), timeout: .seconds(10), on: loop)
         clock.advance(by: .seconds(5))
         await #expect(throws: DeadlineError.timedOut) { try await timing.value }
         #expect(!box.resume(with: .success(1)), "the late answer finds it taken")
@@ -136,7 +136,7 @@ import Timing
                 other.resume(with: .failure($0))
             }
         }
-        try await waitUntilPending(clock, 1)
+        try await clock.waitUntilArmed(delay: .seconds(5), timeout: .seconds(10), on: loop)
         cancelling.cancel()
         await #expect(throws: DeadlineError.cancelled) { try await cancelling.value }
     }
@@ -172,12 +172,22 @@ import Timing
         #expect(onTime == 5)
     }
 
-    /// Waits (on the loop's turns, within a bound of turns, not of time) until `count` timers wait on the clock.
-    func waitUntilPending(_ clock: BridgeClock, _ count: Int) async throws {
-        for _ in 0..<100_000 where clock.pendingCount < count {
-            try await loop.submit {}.get()
-            await Task.yield()
+    /// A test learns that a timer of a delay is set as it is set: at once when one waits already,
+    /// when one is set later, never for a timer of another delay; at once on the system clock.
+    @Test func aTestLearnsWhenATimerOfADelayIsSet() async throws {
+        let clock = BridgeClock.driven()
+        let early = clock.schedule(after: .seconds(3), on: loop) {}
+        try await clock.waitUntilArmed(delay: .seconds(3), timeout: .seconds(10), on: loop)
+
+        let waiting = Task { try await clock.waitUntilArmed(delay: .seconds(5), timeout: .seconds(10), on: loop) }
+        clock.schedule(after: .seconds(5), on: loop) {}
+        try await waiting.value
+
+        await #expect(throws: DeadlineError.timedOut, "only the 3 s and 5 s timers are set") {
+            try await clock.waitUntilArmed(delay: .seconds(7), timeout: .milliseconds(50), on: loop)
         }
-        #expect(clock.pendingCount == count)
+        early.cancel()
+        #expect(clock.pendingCount == 1)
+        try await BridgeClock.system.waitUntilArmed(delay: .seconds(7), timeout: .milliseconds(50), on: loop)
     }
 }
