@@ -44,10 +44,11 @@ final class RawBroadcaster: Sendable {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             guard case .head = unwrapInboundIn(data) else { return }
+            // Held before its head goes out: a reader that sees its head open is counted.
+            registry.add(context.channel)
             let headers = HTTPHeaders([("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: ": open\n\n")))), promise: nil)
-            registry.add(context.channel)
         }
 
         func channelInactive(context: ChannelHandlerContext) {
