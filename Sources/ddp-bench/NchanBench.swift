@@ -77,32 +77,17 @@ enum NchanBench {
     ) async throws -> (Int, ContinuousClock.Instant, Int) {
         defer { finished.withLockedValue { $0 = true } }
         return try await HTTP.withConnection(port: port) { exchange in
-            let start = ContinuousClock.now
-            var n = 0
             var previousAt: Int?
             var size = 0
-            var lastReply = start
-            while n < count {
-                guard ContinuousClock.now < limit else { throw BenchError("posting \(count) messages to nchan took past its limit (\(n) posted)") }
-                let elapsed = (ContinuousClock.now - start).seconds
-                let offered = elapsed * Double(rate)
-                // Finite and clamped to 0…count before the conversion: it cannot trap.
-                let due = offered.isFinite ? Int(min(max(offered, 0), Double(count))) : count
-                guard due > n else {
-                    let next = Double(n + 1) / Double(rate) - elapsed
-                    try await Task.sleep(for: .nanoseconds(Int64(max(0.0005, min(next, 0.05)) * 1e9)))
-                    continue
-                }
-                while n < due {
-                    n += 1
-                    let at = DemoDataSet.monotonicMicroseconds()
-                    let body = message(n: n, at: at, previousAt: previousAt, size: dataBytes)
-                    size = body.utf8.count
-                    let reply = try await exchange.send(.POST, publisherPath, body: body)
-                    guard (200..<300).contains(reply.status) else { throw BenchError("nchan answered a post with \(reply.status): \(reply.body)") }
-                    previousAt = at
-                    lastReply = .now
-                }
+            var lastReply = ContinuousClock.now
+            let n = try await paced(rate: rate, count: count, until: limit) { n in
+                let at = DemoDataSet.monotonicMicroseconds()
+                let body = message(n: n, at: at, previousAt: previousAt, size: dataBytes)
+                size = body.utf8.count
+                let reply = try await exchange.send(.POST, publisherPath, body: body)
+                guard (200..<300).contains(reply.status) else { throw BenchError("nchan answered a post with \(reply.status): \(reply.body)") }
+                previousAt = at
+                lastReply = .now
             }
             return (n, lastReply, size)
         }

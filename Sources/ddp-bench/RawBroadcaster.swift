@@ -160,28 +160,13 @@ final class RawBroadcaster: Sendable {
     /// as the ticker's do); returns how many were sent.
     private func send(rate: Int, count: Int, dataBytes: Int?, finished: NIOLockedValueBox<Bool>) async throws -> Int {
         defer { finished.withLockedValue { $0 = true } }
-        let start = ContinuousClock.now
-        var n = 0
         var previousAt: Int?
-        while n < count {
-            let elapsed = (ContinuousClock.now - start).seconds
-            let offered = elapsed * Double(rate)
-            // Finite and clamped to 0…count before the conversion: it cannot trap.
-            let due = offered.isFinite ? Int(min(max(offered, 0), Double(count))) : count
-            guard due > n else {
-                let next = Double(n + 1) / Double(rate) - elapsed
-                try await Task.sleep(for: .nanoseconds(Int64(max(0.0002, min(next, 0.05)) * 1e9)))
-                continue
-            }
-            while n < due {
-                n += 1
-                let at = DemoDataSet.monotonicMicroseconds()
-                let data = NchanBench.message(n: n, at: at, previousAt: previousAt, size: dataBytes)
-                broadcast(ByteBuffer(string: "event: changed\ndata: \(data)\n\n"))
-                previousAt = at
-            }
+        return try await paced(rate: rate, count: count) { n in
+            let at = DemoDataSet.monotonicMicroseconds()
+            let data = NchanBench.message(n: n, at: at, previousAt: previousAt, size: dataBytes)
+            broadcast(ByteBuffer(string: "event: changed\ndata: \(data)\n\n"))
+            previousAt = at
         }
-        return n
     }
 }
 
