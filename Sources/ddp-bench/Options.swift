@@ -3,7 +3,7 @@ import Foundation
 /// The harness's command line, checked: unknown options, missing values and numbers out of
 /// range are refused with the usage, before anything starts.
 struct BenchOptions {
-    static let allParts = ["micro", "sse", "latency", "rest", "sessions", "load", "public", "broadcaster", "nchan"]
+    static let allParts = ["micro", "sse", "latency", "rest", "sessions", "recovery", "load", "public", "broadcaster", "nchan"]
 
     static let usage = """
         usage: ddp-bench [options]
@@ -16,6 +16,8 @@ struct BenchOptions {
           --out DIR               output folder (default: bench-results)
           --only PARTS            comma-separated, of: \(allParts.joined(separator: ","))
           --sessions N            the sessions part opens N sessions (default: 1000 and 5000)
+          --recovery-sessions N   sessions the recovery part brings back after the upstream's return
+                                  (default: 10000)
           --load-sessions N       the load part opens and closes N sessions (default: 10000)
           --load-consumers N      slow consumers in the load part (default: 200)
           --load-rate N           changes/s each slow consumer's ticker makes (default: 50)
@@ -47,6 +49,7 @@ struct BenchOptions {
     var outputDirectory = "bench-results"
     var parts = Set(allParts)
     var sessions: Int?
+    var recoverySessions: Int?
     var loadSessions: Int?
     var loadConsumers: Int?
     var loadRate: Int?
@@ -84,6 +87,7 @@ struct BenchOptions {
                 }
                 parts = Set(named)
             case "--sessions": sessions = try count(argument, 100_000)
+            case "--recovery-sessions": recoverySessions = try count(argument, 100_000)
             case "--load-sessions": loadSessions = try count(argument, 1_000_000)
             case "--load-consumers": loadConsumers = try count(argument, 10_000)
             case "--load-rate": loadRate = try count(argument, 100_000)

@@ -219,6 +219,22 @@ await part("sessions") {
     }
 }
 
+await part("recovery") {
+    let count = smoke ? 200 : (options.recoverySessions ?? 10_000)
+    let rate = 1_000.0
+    let away = smoke ? 2 : 6
+    say("recovery: \(count) sessions, the upstream away \(away) s, back at --reconnect-rate \(Int(rate))…")
+    let result = try await RecoveryBench.run(sessions: count, rate: rate, away: .seconds(away))
+    figures.append(
+        Figure(
+            "recovery", "\(count) sessions: all back after the upstream's return", result.secondsBack, "s",
+            note: String(format: "away %.0f s; bound N / rate + 2 = %.1f s", result.awaySeconds, result.bound)))
+    targets.append(
+        Target(
+            name: "sessions back after the upstream returns, \(count) sessions", goal: String(format: "≤ %.1f s (N / rate + 2 s)", result.bound),
+            measured: String(format: "%.2f s", result.secondsBack), score: result.bound / max(result.secondsBack, 0.001)))
+}
+
 await part("load") {
     await upstream.stop()
     upstream = try await startUpstream()
