@@ -7,7 +7,7 @@ import Foundation
 enum QueryString {
     /// `+` as space, then percent-decoding; `nil` for bad escapes or bytes that are not UTF-8.
     static func decode(_ text: Substring) -> String? {
-        String(text).replacingOccurrences(of: "+", with: " ").percentDecoded
+        String.decoding(text.utf8, plusIsSpace: true)
     }
 
     /// The raw name of the first parameter whose name or value does not decode, if any.
@@ -39,20 +39,25 @@ enum QueryString {
 extension String {
     /// The text with `%XX` escapes decoded as UTF-8 bytes; `nil` for a broken escape. (Ours, not
     /// Foundation's `removingPercentEncoding`: plain byte work, the same on every platform.)
-    var percentDecoded: String? {
-        guard utf8.contains(UInt8(ascii: "%")) else { return self }
-        var bytes: [UInt8] = []
-        var iterator = utf8.makeIterator()
+    var percentDecoded: String? { Self.decoding(utf8, plusIsSpace: false) }
+
+    /// `bytes` with `%XX` escapes decoded (and `+` as a space when `plusIsSpace`), as UTF-8;
+    /// `nil` for a broken escape or bytes that are not UTF-8. Text with neither is taken as is.
+    static func decoding<Bytes: Collection<UInt8>>(_ bytes: Bytes, plusIsSpace: Bool) -> String? {
+        let plus = plusIsSpace ? UInt8(ascii: "+") : UInt8(ascii: "%")
+        guard bytes.contains(where: { $0 == UInt8(ascii: "%") || $0 == plus }) else { return String(decoding: bytes, as: UTF8.self) }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var iterator = bytes.makeIterator()
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%") {
-                guard let high = iterator.next().flatMap(Self.hexDigit), let low = iterator.next().flatMap(Self.hexDigit)
-                else { return nil }
-                bytes.append(high << 4 | low)
+                guard let high = iterator.next().flatMap(hexDigit), let low = iterator.next().flatMap(hexDigit) else { return nil }
+                decoded.append(high << 4 | low)
             } else {
-                bytes.append(byte)
+                decoded.append(byte == plus ? UInt8(ascii: " ") : byte)
             }
         }
-        return String(validating: bytes, as: UTF8.self)
+        return String(validating: decoded, as: UTF8.self)
     }
 
     /// The value of one hex digit (`0-9`, `a-f`, `A-F`); `nil` for anything else, signs included.
