@@ -125,6 +125,10 @@ struct UpstreamChannel: Sendable {
     /// At most this many reads of at most ``readSize`` bytes from the upstream per turn of the loop.
     static let readsPerTurn: UInt = 1
     static let readSize = 16 * 1024
+    /// The first read's size, NIO's default: the channel keeps its read buffer between reads, so
+    /// an idle connection holds this (starting at ``readSize`` cost every session 14 KiB more);
+    /// the buffer grows to ``readSize`` as reads fill it.
+    static let firstReadSize = 2 * 1024
 
     /// Connects on `eventLoop` (the client's). The future completes when the attempt ends: with
     /// the violation that ended the WebSocket, if any; failed if it never opened, with what
@@ -143,7 +147,7 @@ struct UpstreamChannel: Sendable {
             // milliseconds at a time, not tens (NIO's defaults, 4 reads of up to 64 KiB, held it
             // ~30 ms per turn: docs/ARCHITECTURE.md, "Work whose size depends on data").
             .channelOption(.maxMessagesPerRead, value: Self.readsPerTurn)
-            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: Self.readSize, maximum: Self.readSize))
+            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: Self.firstReadSize, maximum: Self.readSize))
             .channelInitializer { [client, handle] channel in
                 // If the channel goes before the upgrade has said anything (an upgrade handler
                 // that never completes), the attempt still ends. Completing a promise again is a
