@@ -8,7 +8,7 @@ import NIOHTTP1
 /// rate, count and event size. nginx runs as its own process (its memory is its own, master and
 /// workers summed), the readers and the publisher in this one.
 enum NchanBench {
-    struct Result {
+    struct Result: FanOutRun {
         let readers: Int
         let openSeconds: Double
         let kibPerReader: Double
@@ -22,11 +22,6 @@ enum NchanBench {
         /// Bytes of each message's data as posted.
         let dataBytes: Int
         let delivery: ReaderCrowd.Delivery
-
-        var openRate: Double { Double(readers) / openSeconds }
-        var aggregate: Double { Double(delivery.events) / delivery.seconds }
-        /// Every reader got every message posted, and no stream ended.
-        var everyReaderGotEverything: Bool { delivery.perReader == [published] && published > 0 && delivery.closed == 0 }
     }
 
     /// The subscriber and publisher locations of `deploy/nchan/nginx.conf`.

@@ -111,15 +111,11 @@ final class RawBroadcaster: Sendable {
 
     // MARK: - The measurement
 
-    struct Result {
+    struct Result: FanOutRun {
         let readers: Int
         let openSeconds: Double
         let published: Int
         let delivery: ReaderCrowd.Delivery
-
-        var openRate: Double { Double(readers) / openSeconds }
-        var aggregate: Double { Double(delivery.events) / delivery.seconds }
-        var everyReaderGotEverything: Bool { delivery.perReader == [published] && published > 0 && delivery.closed == 0 }
     }
 
     /// Opens `readers` readers (as the public part opens its own), then sends `count` changes at

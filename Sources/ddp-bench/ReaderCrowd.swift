@@ -82,3 +82,19 @@ struct ReaderCrowd {
 
     func close() { for reader in readers { reader.close() } }
 }
+
+/// A run that opened `readers` readers and published `published` changes to them (nchan's part
+/// and the raw broadcaster's): its rates and completeness, derived the same way for both.
+protocol FanOutRun {
+    var readers: Int { get }
+    var openSeconds: Double { get }
+    var published: Int { get }
+    var delivery: ReaderCrowd.Delivery { get }
+}
+
+extension FanOutRun {
+    var openRate: Double { Double(readers) / openSeconds }
+    var aggregate: Double { Double(delivery.events) / delivery.seconds }
+    /// Every reader got every change published, and no stream ended.
+    var everyReaderGotEverything: Bool { delivery.perReader == [published] && published > 0 && delivery.closed == 0 }
+}

@@ -34,9 +34,8 @@ enum RecoveryBench {
         -> ContinuousClock.Instant
     {
         let deadline = ContinuousClock.now + timeout
-        var last = -1
         while true {
-            last = try await connected(port: port)
+            let last = try await connected(port: port)
             if condition(last) { return .now }
             guard ContinuousClock.now < deadline else { throw BenchError("sessions connected stayed at \(last) for \(timeout)") }
             try await Task.sleep(for: every)
@@ -45,7 +44,17 @@ enum RecoveryBench {
 
     static func run(sessions count: Int, rate: Double, away: Duration) async throws -> Result {
         let upstream = try await startUpstream()
-        defer { Task { await upstream.stop() } }
+        do {
+            let result = try await measure(upstream, sessions: count, rate: rate, away: away)
+            await upstream.stop()
+            return result
+        } catch {
+            await upstream.stop()
+            throw error
+        }
+    }
+
+    private static func measure(_ upstream: LocalDDPServer, sessions count: Int, rate: Double, away: Duration) async throws -> Result {
         guard let upstreamPort = await upstream.port else { throw BenchError("the upstream has no port") }
         let bridge = try await BridgeProcess.start(
             upstream: await upstream.url,

@@ -44,7 +44,7 @@ extension String {
     /// `bytes` with `%XX` escapes decoded (and `+` as a space when `plusIsSpace`), as UTF-8;
     /// `nil` for a broken escape or bytes that are not UTF-8. Text with neither is taken as is.
     static func decoding<Bytes: Collection<UInt8>>(_ bytes: Bytes, plusIsSpace: Bool) -> String? {
-        let plus = plusIsSpace ? UInt8(ascii: "+") : UInt8(ascii: "%")
+        let plus: UInt8? = plusIsSpace ? UInt8(ascii: "+") : nil
         guard bytes.contains(where: { $0 == UInt8(ascii: "%") || $0 == plus }) else { return String(decoding: bytes, as: UTF8.self) }
         var decoded: [UInt8] = []
         decoded.reserveCapacity(bytes.count)
