@@ -30,6 +30,23 @@ trap report_stages EXIT
 
 source scripts/setup.sh
 
+# `swift test` with a time limit: a test that never ends fails the run after `limit` seconds,
+# naming the tests that started and never ended, instead of holding it until CI's own limit.
+bounded_swift_test() {
+    local limit=$1 output=$2
+    shift 2
+    local rc
+    set +e
+    timeout --signal=INT --kill-after=30 "$limit" swift test "$@" 2>&1 | tee "$output"
+    rc=${PIPESTATUS[0]}
+    set -e
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        echo "swift test did not end within $limit s:" >&2
+        python3 scripts/unfinished-tests.py "$output" >&2
+    fi
+    return "$rc"
+}
+
 # Formatting: the toolchain's swift-format with the checked-in .swift-format; fix with
 # `swift format format -i -r Sources Tests Fuzz Package.swift`.
 stage "format"
@@ -43,7 +60,7 @@ stage "debug build"
 swift build --build-tests
 mkdir -p .build
 stage "Swift tests"
-swift test --disable-xctest 2>&1 | tee .build/test-output.txt
+bounded_swift_test 900 .build/test-output.txt --disable-xctest
 # Heavy tests (tens of thousands of documents) run on their own, so their load does not
 # disturb the timing of the others.
 # They include the fault campaign (200 faults through a faulty proxy), a heavy query, a large snapshot,
@@ -51,9 +68,8 @@ swift test --disable-xctest 2>&1 | tee .build/test-output.txt
 # lateness while the in-process DDP server publishes 30,000 documents, and 1,000 sessions back
 # right after their upstream returns.
 stage "heavy Swift tests"
-DDP_BRIDGE_HEAVY_TESTS=1 swift test --disable-xctest --skip-build --no-parallel \
-    --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops|sessionsInABackoffComeBackAsSoonAsTheUpstreamReturns" \
-    2>&1 | tee .build/test-output-heavy.txt
+DDP_BRIDGE_HEAVY_TESTS=1 bounded_swift_test 1200 .build/test-output-heavy.txt --disable-xctest --skip-build --no-parallel \
+    --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops|sessionsInABackoffComeBackAsSoonAsTheUpstreamReturns"
 
 # Fuzzing, bounded: each libFuzzer target (EJSON, DDP messages, selectors) for 20 s, seeded with
 # the recorded transcripts; a crash fails the run (scripts/fuzz.sh for longer runs).

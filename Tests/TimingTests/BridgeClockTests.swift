@@ -13,32 +13,46 @@ import Timing
 
     /// Fired bodies, in order, and a way to wait for a count of them (a deadline of its own).
     final class Fired: Sendable {
-        private let state = NIOLockedValueBox<(names: [String], waiter: (count: Int, continuation: CheckedContinuation<Void, Never>)?)>(([], nil))
+        private let state = NIOLockedValueBox<(names: [String], waiter: (count: Int, box: ContinuationBox<Void>)?)>(([], nil))
+
+        struct NotFired: Error, CustomStringConvertible {
+            let description: String
+        }
 
         func record(_ name: String) {
-            let ready = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            let ready = state.withLockedValue { state -> ContinuationBox<Void>? in
                 state.names.append(name)
                 guard let waiter = state.waiter, state.names.count >= waiter.count else { return nil }
                 state.waiter = nil
-                return waiter.continuation
+                return waiter.box
             }
-            ready?.resume()
+            ready?.resume(with: .success(()))
         }
 
         var names: [String] { state.withLockedValue { $0.names } }
 
-        /// Until `count` have fired (the clock's own bodies run as loop jobs, right after `advance`).
-        func wait(for count: Int, on loop: any EventLoop) async {
-            await withCheckedContinuation { continuation in
-                let now = state.withLockedValue { state -> Bool in
-                    if state.names.count >= count { return true }
-                    state.waiter = (count, continuation)
-                    return false
+        /// Until `count` have fired (the clock's own bodies run as loop jobs, right after `advance`);
+        /// throws when they have not within `limit` of real time, so a test fails instead of hanging.
+        func wait(for count: Int, on loop: any EventLoop, within limit: Duration = .seconds(10)) async throws {
+            let box = ContinuationBox<Void>()
+            let already = state.withLockedValue { state -> Bool in
+                if state.names.count >= count { return true }
+                state.waiter = (count, box)
+                return false
+            }
+            if !already {
+                do {
+                    try await withDeadline(limit, clock: .system, on: loop) {
+                        box.store($0)
+                    } end: {
+                        box.resume(with: .failure($0))
+                    }
+                } catch DeadlineError.timedOut {
+                    throw NotFired(description: "\(count) fired within \(limit); fired: \(names)")
                 }
-                if now { continuation.resume() }
             }
             // Jobs queued on the loop before this one have run: nothing else is in flight.
-            try? await loop.submit {}.get()
+            try await loop.submit {}.get()
         }
     }
 
@@ -53,7 +67,7 @@ import Timing
         cancelled.cancel()
         #expect(clock.pendingCount == 3)
         clock.advance(by: .seconds(31))
-        await fired.wait(for: 2, on: loop)
+        try await fired.wait(for: 2, on: loop)
         #expect(fired.names == ["10 s", "30 s"])
         #expect(clock.now - start >= .seconds(31))
         #expect(clock.pendingCount == 1, "the hour's timer still waits")
@@ -68,22 +82,24 @@ import Timing
         #expect(clock.pendingCount == 0)
         let fired = Fired()
         clock.schedule(after: .milliseconds(1), on: loop) { fired.record("soon") }
-        await fired.wait(for: 1, on: loop)
+        try await fired.wait(for: 1, on: loop)
         #expect(fired.names == ["soon"])
     }
 
     @Test func aRepeatingTimerFiresOncePerJumpAndStopsWhenCancelled() async throws {
         let clock = BridgeClock.driven()
         let fired = Fired()
-        let repeating = clock.repeating(every: .seconds(1), on: loop) { fired.record("tick") }
-        clock.advance(by: .seconds(10))
-        await fired.wait(for: 1, on: loop)
-        clock.advance(by: .seconds(1))
-        await fired.wait(for: 2, on: loop)
+        // A driven clock flows with real time too: the interval is a minute, so a loaded machine
+        // taking seconds between the jumps cannot fire a tick of its own.
+        let repeating = clock.repeating(every: .seconds(60), on: loop) { fired.record("tick") }
+        clock.advance(by: .seconds(600))
+        try await fired.wait(for: 1, on: loop)
+        clock.advance(by: .seconds(60))
+        try await fired.wait(for: 2, on: loop)
         #expect(fired.names == ["tick", "tick"], "a jump over ten intervals fires it once")
         repeating.cancel()
         #expect(clock.pendingCount == 0)
-        clock.advance(by: .seconds(5))
+        clock.advance(by: .seconds(300))
         try await loop.submit {}.get()
         #expect(fired.names.count == 2)
     }
@@ -146,6 +162,9 @@ import Timing
         let late = NIOLockedValueBox<[Int]>([])
         let handedOver = Fired()
         let started = Fired()
+        // The body ends when the test lets it, after its deadline (not after a time of its own,
+        // which a loaded machine could take before the test moves the clock).
+        let release = NIOLockedValueBox<CheckedContinuation<Void, Never>?>(nil)
         let running = Task {
             try await withDeadline(
                 .seconds(3), clock: clock, on: loop,
@@ -154,18 +173,22 @@ import Timing
                     handedOver.record("late")
                 }
             ) {
-                started.record("started")
                 // Ignores cancellation on purpose: a store call may.
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    loop.scheduleTask(in: .milliseconds(50)) { continuation.resume() }
+                    release.withLockedValue { $0 = continuation }
+                    started.record("started")
                 }
                 return 42
             }
         }
-        await started.wait(for: 1, on: loop)
+        try await started.wait(for: 1, on: loop)
         clock.advance(by: .seconds(3))
         await #expect(throws: DeadlineError.timedOut) { try await running.value }
-        await handedOver.wait(for: 1, on: loop)
+        release.withLockedValue { held in
+            defer { held = nil }
+            return held
+        }?.resume()
+        try await handedOver.wait(for: 1, on: loop)
         #expect(late.withLockedValue { $0 } == [42])
 
         let onTime = try await withDeadline(.seconds(3), clock: clock, on: loop) { 5 }
@@ -176,18 +199,19 @@ import Timing
     /// when one is set later, never for a timer of another delay; at once on the system clock.
     @Test func aTestLearnsWhenATimerOfADelayIsSet() async throws {
         let clock = BridgeClock.driven()
-        let early = clock.schedule(after: .seconds(3), on: loop) {}
-        try await clock.waitUntilArmed(delay: .seconds(3), timeout: .seconds(10), on: loop)
+        // Delays of minutes: the driven clock flows with real time, and these must not fire of themselves.
+        let early = clock.schedule(after: .seconds(300), on: loop) {}
+        try await clock.waitUntilArmed(delay: .seconds(300), timeout: .seconds(10), on: loop)
 
-        let waiting = Task { try await clock.waitUntilArmed(delay: .seconds(5), timeout: .seconds(10), on: loop) }
-        clock.schedule(after: .seconds(5), on: loop) {}
+        let waiting = Task { try await clock.waitUntilArmed(delay: .seconds(500), timeout: .seconds(10), on: loop) }
+        clock.schedule(after: .seconds(500), on: loop) {}
         try await waiting.value
 
-        await #expect(throws: DeadlineError.timedOut, "only the 3 s and 5 s timers are set") {
-            try await clock.waitUntilArmed(delay: .seconds(7), timeout: .milliseconds(50), on: loop)
+        await #expect(throws: DeadlineError.timedOut, "only the 300 s and 500 s timers are set") {
+            try await clock.waitUntilArmed(delay: .seconds(700), timeout: .milliseconds(50), on: loop)
         }
         early.cancel()
         #expect(clock.pendingCount == 1)
-        try await BridgeClock.system.waitUntilArmed(delay: .seconds(7), timeout: .milliseconds(50), on: loop)
+        try await BridgeClock.system.waitUntilArmed(delay: .seconds(700), timeout: .milliseconds(50), on: loop)
     }
 }

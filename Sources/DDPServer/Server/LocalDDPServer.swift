@@ -65,7 +65,10 @@ public actor LocalDDPServer {
             },
             logger: logger
         )
-        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+        var groupConfiguration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [], logger: logger)
+        // A stop has a deadline too: connections that have not closed by then are cancelled.
+        groupConfiguration.maximumGracefulShutdownDuration = Self.stopGrace
+        let group = ServiceGroup(configuration: groupConfiguration)
         // A server that cannot listen (its port is taken) ends the group: the wait below ends with it.
         let task = Task {
             defer { boundContinuation.finish() }
@@ -84,7 +87,11 @@ public actor LocalDDPServer {
         return actual
     }
 
-    /// Closes every connection and stops listening. The data stays.
+    /// How long ``stop()`` lets connections close before it cancels them.
+    static let stopGrace = Duration.seconds(5)
+
+    /// Closes every connection and stops listening (those still open after ``stopGrace`` are
+    /// cancelled). The data stays.
     public func stop() async {
         guard let (group, task) = running else { return }
         await core.closeAllConnections()
