@@ -251,7 +251,8 @@ import Testing
     /// in the client's reconnect tests): 2 s here, and the readiness check waits past it.
     @Test func upstreamDownGives503AndBackItWorksAgain() async throws {
         try await BridgeHarness.run(configure: {
-            $0.connectTimeout = .milliseconds(1000)
+            // Long enough for a loaded machine's first connection (a session is created within it).
+            $0.connectTimeout = .milliseconds(2500)
             $0.ddp.connectTimeout = .seconds(2)
         }) { h in
             let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)

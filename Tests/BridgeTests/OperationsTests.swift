@@ -337,7 +337,7 @@ import Testing
             // A complete request on a fresh connection is still answered.
             let fresh = try await RawConnection.open(port: port)
             try await fresh.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            _ = try await fresh.waitUntilClosed(within: .seconds(2))
+            _ = try await fresh.waitUntilReceived("HTTP/1.1 200", count: 1, within: .seconds(10))
             #expect(await fresh.received.hasPrefix("HTTP/1.1 200"))
         }
     }
