@@ -44,6 +44,11 @@ struct ProbingHTTP1Channel: ServerChildChannel {
     let refused: @Sendable (ConnectionAdmission.Decision) -> Void
     let fastPath: @Sendable () -> ProbeFastPath
 
+    /// Reads start at `firstReadSize` and grow as reads fill them (a larger request takes a few
+    /// more reads), up to NIO's usual 64 KiB.
+    static let firstReadSize = 512
+    static let readBuffers = AdaptiveRecvByteBufferAllocator(minimum: 64, initial: firstReadSize, maximum: 65_536)
+
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         // Counted before anything else is made for it; a refused connection is answered and
         // closed by a handler in front of everything (``RefusedConnection``).
@@ -55,6 +60,10 @@ struct ProbingHTTP1Channel: ServerChildChannel {
             refused(decision)
         }
         return base.setup(channel: channel, logger: logger).flatMapThrowing { parts in
+            // The channel keeps its last read buffer for the next read (NIO's pooled receive
+            // buffers): at NIO's first size of 2 KiB, every open event stream and kept-alive
+            // connection held 2 KiB for a request head of a few hundred bytes.
+            try channel.syncOptions?.setOption(ChannelOptions.recvAllocator, value: Self.readBuffers)
             let operations = channel.pipeline.syncOperations
             if decision != .admitted {
                 try operations.addHandler(RefusedConnection(decision), position: .first)
