@@ -311,8 +311,10 @@ import Testing
 
     @Test func aClientSlowToSendItsRequestIsCutOffWhileAnOpenStreamIsNot() async throws {
         try await BridgeHarness.run(configure: {
-            $0.readTimeout = .milliseconds(400)
-            $0.heartbeatInterval = .milliseconds(150)
+            // A second: a loaded test process can take a few hundred milliseconds between its
+            // connect and its request, and the stream's own connection must not be cut for that.
+            $0.readTimeout = .seconds(1)
+            $0.heartbeatInterval = .milliseconds(300)
         }) { h in
             let (token, _) = try await h.session()
             let port = try #require(h.client.port)
@@ -328,7 +330,7 @@ import Testing
                 // heartbeats go on until one comes after that.
                 let opened = ContinuousClock.now
                 var beats = await stream.comments
-                while ContinuousClock.now - opened <= .milliseconds(800) {
+                while ContinuousClock.now - opened <= .seconds(2) {
                     try await stream.waitForComments(beyond: beats)
                     beats = await stream.comments
                 }
