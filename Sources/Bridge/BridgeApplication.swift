@@ -63,12 +63,16 @@ public enum BridgeApplication {
         let metrics = registry.metrics
         let idleTimeout = TimeAmount(configuration.readTimeout)
         let probeAnswer = routes.probeAnswer
+        let openStream = routes.openPublicStream
+        let date = HTTPDate(clock: configuration.clock)
         let server = HTTPServerBuilder { responder in
             ProbingHTTP1Channel(
                 base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idleTimeout)), admission: admission,
                 refused: { metrics.connectionRefused(reason: $0 == .tooManyFromAddress ? "address" : "total") }
             ) {
-                ProbeFastPath(answer: probeAnswer) { path, status in metrics.countRequest(route: path, status: Int(status.code)) }
+                ProbeFastPath(answer: probeAnswer, openStream: openStream, date: date) { path, status in
+                    metrics.countRequest(route: path, status: Int(status.code))
+                }
             }
         }
         // The bridge's own origins are known once it listens (before any connection is taken).

@@ -30,6 +30,7 @@ import Testing
             #expect(fastParts.status == "HTTP/1.1 200 OK")
             #expect(fastParts.body == #"{"status":"ok"}"#)
             #expect(fastParts.status == routedParts.status && fastParts.body == routedParts.body)
+            #expect(fastParts.headers["date"]?.hasSuffix(" GMT") == true, "no Date header: \(fast.text)")
             for name in ["content-type", "content-security-policy", "x-content-type-options", "referrer-policy", "content-length"] {
                 #expect(fastParts.headers[name] != nil && fastParts.headers[name] == routedParts.headers[name], "header \(name) differs")
             }

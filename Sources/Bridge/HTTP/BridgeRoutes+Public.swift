@@ -50,6 +50,52 @@ extension BridgeRoutes {
         }
     }
 
+    /// `GET /v1/public/events` opened on its connection's event loop, without the request path
+    /// (``ProbeFastPath``), when nothing needs waiting for: the publication's subscription is held
+    /// and ready on a connection that is up (``PublicFanout/readyReader(_:_:from:)``) and the
+    /// stream starts from the log (``Session/attachFromLog(_:start:)``). The stream is counted,
+    /// referenced and attached as ``publicEvents(_:_:)`` does, and released when its connection
+    /// closes. `nil`, with nothing taken, for anything else (another path, a request the router
+    /// would refuse, a subscription not ready yet, a snapshot or a live query): the router
+    /// answers those as always. Opening readers of a busy publication was the request path's hops
+    /// (a task per connection, the router, the hand-off back to the loop): docs/PERFORMANCE.md.
+    @Sendable func openPublicStream(_ head: HTTPRequest, on channel: any Channel) -> LoopStream? {
+        guard let path = head.path, path.hasPrefix(Self.publicEventsPrefix), path.utf8.count <= RequestHygieneMiddleware.maximumTargetBytes
+        else { return nil }
+        let request = Request(head: head, body: RequestBody(buffer: ByteBuffer()))
+        guard let query = request.uri.query, QueryString.firstUndecodableParameter(query) == nil,
+            let subscription = try? Self.publicSubscription(request), let filter = try? Self.streamFilter(request),
+            let start = try? Self.streamStart(request)
+        else { return nil }
+        let address = configuration.clientKey(RequestInput.clientAddress(request, peer: channel.remoteAddress, configuration: configuration))
+        guard let (session, id) = fanout.readyReader(subscription.name, subscription.params, from: address) else { return nil }
+        let stream = EventStream(
+            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
+            clock: configuration.clock, counters: registry.metrics.publicStreams)
+        // Ready already: a live stream starts from now, as the request path's does once its
+        // subscription is ready (what it would replay is what happened while it waited).
+        guard session.attachFromLog(stream, start: start) else {
+            fanout.release(session, id)
+            fanout.readerLeft(from: address)
+            return nil
+        }
+        let fanout = self.fanout
+        channel.closeFuture.whenComplete { _ in
+            stream.finish(with: SSEFrame.heartbeat)
+            session.detach(stream)
+            fanout.release(session, id)
+            fanout.readerLeft(from: address)
+        }
+        registry.liveStreams.add(stream, until: channel.closeFuture)
+        var fields = Self.sseHeaders
+        SecurityHeadersMiddleware.add(to: &fields)
+        return LoopStream(
+            stream: stream, head: HTTPResponse(status: .ok, headerFields: fields),
+            body: ByteBuffer(bytes: SSEFrame.retry(milliseconds: configuration.streamRetryMilliseconds)), route: "/v1/public/events")
+    }
+
+    private static let publicEventsPrefix = "/v1/public/events?"
+
     /// `HEAD /v1/public/events`: what a `GET` would answer, checked the same way, with no reader
     /// counted and nothing subscribed.
     @Sendable func publicEventsHead(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {

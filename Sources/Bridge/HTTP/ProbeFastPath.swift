@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import NIOHTTPTypes
+import Timing
 
 /// What `GET /healthz` and `GET /readyz` answer: status, headers and body, built without
 /// waiting on anything, so the router and ``ProbeFastPath`` send the same bytes.
@@ -51,9 +52,24 @@ struct ProbeAnswer: Sendable {
     }
 }
 
+/// An event stream opened on its connection's event loop, without the request path: the stream
+/// (attached, and released when its connection closes), its response's head and first bytes, and
+/// the route it counts under.
+struct LoopStream {
+    let stream: EventStream
+    let head: HTTPResponse
+    let body: ByteBuffer
+    let route: String
+}
+
 /// Answers `GET /healthz` and `GET /readyz` on the connection's event loop, before the request
 /// reaches Hummingbird's per-connection task: a probe is answered even while every worker of
 /// Swift's cooperative pool is busy with session work (under load it waited there up to 130 ms).
+///
+/// It also opens a live public event stream there when nothing needs waiting for (its
+/// subscription is ready: ``BridgeRoutes/openPublicStream(_:on:)``), so opening readers of a busy
+/// publication costs no task and no hop to the request path; the stream's writer takes the
+/// connection as it does a routed stream's (``StreamAnchor/install(_:on:opening:)``).
 ///
 /// It steps in only when it cannot change what the client sees: the connection has no other
 /// request unanswered (so responses stay in order), the request is a plain `GET` of the exact path
@@ -74,7 +90,10 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPResponsePart
 
     private let answer: @Sendable (String) -> ProbeAnswer?
+    private let openStream: @Sendable (HTTPRequest, any Channel) -> LoopStream?
     private let answered: @Sendable (String, HTTPResponse.Status) -> Void
+    /// The `Date` header Hummingbird adds to every routed answer, added here too.
+    private let date: HTTPDate
     /// A request passed on to the router whose response has not ended yet.
     private struct Unanswered {
         /// It waits for its `100 Continue` (owed once its turn comes).
@@ -92,9 +111,19 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// - Parameters:
     ///   - answer: the answer for a path, or `nil` for a path this handler leaves alone.
+    ///   - openStream: an event stream opened for a request without waiting on anything (a public
+    ///     stream of a subscription that is ready: ``BridgeRoutes/openPublicStream(_:on:)``), or
+    ///     `nil`, with nothing taken, for a request the router answers.
     ///   - answered: told of each answer sent here (for request metrics).
-    init(answer: @escaping @Sendable (String) -> ProbeAnswer?, answered: @escaping @Sendable (String, HTTPResponse.Status) -> Void) {
+    init(
+        answer: @escaping @Sendable (String) -> ProbeAnswer?,
+        openStream: @escaping @Sendable (HTTPRequest, any Channel) -> LoopStream? = { _, _ in nil },
+        date: HTTPDate = HTTPDate(clock: .system),
+        answered: @escaping @Sendable (String, HTTPResponse.Status) -> Void
+    ) {
         self.answer = answer
+        self.date = date
+        self.openStream = openStream
         self.answered = answered
     }
 
@@ -103,12 +132,19 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         let part = unwrapInboundIn(data)
         switch part {
         case .head(let request):
-            if unanswered.isEmpty, let path = request.path, let probe = answerable(request, path: path) {
-                discarding = true
-                closing = request.asksToClose
-                send(probe, closing: closing, context: context)
-                answered(path, probe.status)
-                return
+            if unanswered.isEmpty, let path = request.path, Self.isPlainGet(request) {
+                if let probe = answer(path) {
+                    discarding = true
+                    closing = request.asksToClose
+                    send(probe, closing: closing, context: context)
+                    answered(path, probe.status)
+                    return
+                }
+                if !request.asksToClose, let opened = openStream(request, context.channel) {
+                    discarding = true
+                    start(opened, context: context)
+                    return
+                }
             }
             unanswered.append(
                 Unanswered(
@@ -149,16 +185,30 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
     }
 
-    private func answerable(_ request: HTTPRequest, path: String) -> ProbeAnswer? {
-        guard request.method == .get, request.headerFields[.contentLength] ?? "0" == "0",
-            request.headerFields[.transferEncoding] == nil, request.headerFields[.origin] == nil,
-            request.headerFields[.upgrade] == nil  // left to ``HTTP1Hygiene``
-        else { return nil }
-        return answer(path)
+    /// A `GET` without a body, an `Origin` (CORS stays with the router) or an upgrade (left to
+    /// ``HTTP1Hygiene``): the only requests answered here.
+    private static func isPlainGet(_ request: HTTPRequest) -> Bool {
+        request.method == .get && request.headerFields[.contentLength] ?? "0" == "0" && request.headerFields[.transferEncoding] == nil
+            && request.headerFields[.origin] == nil && request.headerFields[.upgrade] == nil
+    }
+
+    /// Hands the connection to an event stream opened here: its writer writes the response's head
+    /// and first bytes and ends the request loop (``StreamAnchor/install(_:on:opening:)``).
+    private func start(_ opened: LoopStream, context: ChannelHandlerContext) {
+        let channel = context.channel
+        var head = opened.head
+        head.headerFields[.date] = date.now
+        guard StreamAnchor.install(opened.stream, on: channel, opening: (head, opened.body)) else {
+            // The connection is going: its close releases what the stream held.
+            channel.close(promise: nil)
+            return
+        }
+        answered(opened.route, opened.head.status)
     }
 
     private func send(_ probe: ProbeAnswer, closing: Bool, context: ChannelHandlerContext) {
         var response = HTTPResponse(status: probe.status, headerFields: probe.headers)
+        response.headerFields[.date] = date.now
         response.headerFields[.contentLength] = String(probe.body.count)
         if closing { response.headerFields[.connection] = "close" }
         context.write(wrapOutboundOut(.head(response)), promise: nil)

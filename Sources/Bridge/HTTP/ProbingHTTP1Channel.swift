@@ -91,7 +91,7 @@ struct ProbingHTTP1Channel: ServerChildChannel {
                 let requests = RequestParts(inbound.makeAsyncIterator())
                 do {
                     // The first part of a request is its head.
-                    guard var head = try await requests.nextHead() else { return close(channel, outbound) }
+                    guard var head = try await requests.nextHead() else { return close(channel, outbound, value.takeOver) }
                     while true {
                         let request = Request(head: head, body: requests.body(of: head))
                         try await base.responder(request, ResponseWriter(outbound: outbound), channel)
@@ -111,13 +111,13 @@ struct ProbingHTTP1Channel: ServerChildChannel {
                     fields[.contentLength] = String(refusal.body.readableBytes)
                     try await outbound.write(contentsOf: [.head(.init(status: refusal.status, headerFields: fields)), .body(refusal.body), .end(nil)])
                 }
-                close(channel, outbound)
+                close(channel, outbound, value.takeOver)
             } onCancel: {
                 channel.close(mode: .input, promise: nil)
             }
         } catch {
             // Reading or writing failed: the connection is gone or going.
-            close(channel, outbound)
+            close(channel, outbound, value.takeOver)
         }
         if value.takeOver?.isTaken != true { try? await channel.closeFuture.get() }
     }
@@ -134,9 +134,11 @@ struct ProbingHTTP1Channel: ServerChildChannel {
         return (answer.status, ByteBuffer(bytes: EJSONWriter.encode(answer.body)))
     }
 
-    private func close(_ channel: any Channel, _ outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>) {
+    /// Finishes the writer and closes the connection, unless an event stream has it: one opened
+    /// on the loop (``ProbeFastPath``) ends this loop's input without a request reaching it.
+    private func close(_ channel: any Channel, _ outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>, _ takeOver: StreamTakeOver?) {
         outbound.finish()
-        channel.close(promise: nil)
+        if takeOver?.isTaken != true { channel.close(promise: nil) }
     }
 }
 

@@ -76,7 +76,12 @@ enum RequestInput {
 
     /// The end user's address (see ``ClientAddress/resolve(peer:forwardedFor:trusted:trustPeer:)``).
     static func clientAddress(_ request: Request, _ context: BridgeRequestContext, configuration: BridgeConfiguration) -> String {
-        let peer = context.remoteAddress?.ipAddress ?? "unknown"
+        clientAddress(request, peer: context.remoteAddress, configuration: configuration)
+    }
+
+    /// The end user's address, from the connection's peer `peer`.
+    static func clientAddress(_ request: Request, peer address: SocketAddress?, configuration: BridgeConfiguration) -> String {
+        let peer = address?.ipAddress ?? "unknown"
         guard configuration.trustForwardedFor || !configuration.trustedProxies.isEmpty else { return peer }
         return ClientAddress.resolve(
             peer: peer, forwardedFor: request.headers[values: .init("X-Forwarded-For")!],

@@ -1,4 +1,5 @@
 import DDPClient
+import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
 import Synchronization
@@ -27,12 +28,19 @@ final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Puts `stream`'s writer after this anchor and hands it the connection; `false` when the
     /// connection is gone or has a stream already. On the channel's event loop.
-    static func install(_ stream: EventStream, on channel: any Channel) -> Bool {
+    ///
+    /// `opening`: the response's head and first bytes, for a stream opened on the loop (the
+    /// request never reached the request loop): the writer writes them, so every handler that
+    /// looks at a response sees them as it sees a routed one's, and then ends the request loop,
+    /// which waits for a request that will not come (``StreamHandOff/endRequestLoop()``).
+    static func install(_ stream: EventStream, on channel: any Channel, opening: (head: HTTPResponse, body: ByteBuffer)? = nil) -> Bool {
         let operations = channel.pipeline.syncOperations
         guard let anchor = try? operations.handler(type: StreamAnchor.self), !anchor.takeOver.isTaken else { return false }
         let writer = StreamHandOff(takeOver: anchor.takeOver)
         do { try operations.addHandler(writer, position: .after(anchor)) } catch { return false }
+        if let opening { writer.open(opening.head, opening.body) }
         guard writer.adopt(stream) else { return false }
+        if opening != nil { writer.endRequestLoop() }
         // What only requests need goes: an idle reader holds less (the probe fast path, the
         // upgrade hygiene, this anchor). The hang-up watch and Hummingbird's handlers stay.
         if let probes = try? operations.handler(type: ProbeFastPath.self) { operations.removeHandler(probes, promise: nil) }
@@ -99,6 +107,20 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         try? context.channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: Self.socketSendBuffer)
         context.read()
         return true
+    }
+
+    /// Writes a response's head and first bytes (a stream opened on the loop).
+    func open(_ head: HTTPResponse, _ body: ByteBuffer) {
+        guard let context else { return }
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.body(body)), promise: nil)
+    }
+
+    /// Ends the input of the connection's request loop, past this handler only: the loop's next
+    /// request is `nil`, and with the connection taken it ends its task without closing it
+    /// (``ProbingHTTP1Channel``). Handlers before this one (the hang-up watch) see no such event.
+    func endRequestLoop() {
+        context?.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
     }
 
     /// Writes what the stream has, while the socket takes it; ends the response with the stream.

@@ -129,6 +129,28 @@ public final class PublicFanout: Service, Sendable {
 
     func release(_ session: Session, _ id: String) { _ = session.unsubscribe(id) }
 
+    /// A reader of a public subscription that needs nothing waited for: the subscription is held,
+    /// ready, on a connection that is up, and the reader is within its limits. The reader is
+    /// counted and the subscription referenced (release both as for ``subscribe(_:_:from:)``);
+    /// `nil`, with nothing counted or taken, when any of that is not so: the request path then
+    /// answers the reader, refusal included, as always.
+    func readyReader(_ name: String, _ params: [EJSON], from address: ClientKey) -> (session: Session, id: String)? {
+        guard (try? publications.check(name, params)) != nil else { return nil }
+        let params = params.map(\.keysSorted)
+        return state.withLock { state -> (Session, String)? in
+            guard !state.shuttingDown, state.readers < configuration.publicMaxReaders,
+                state.perAddress[address, default: 0] < configuration.publicMaxReadersPerAddress
+            else { return nil }
+            for session in state.connections {
+                guard let id = session.acquireReadySubscription(name, params) else { continue }
+                state.readers += 1
+                state.perAddress[address, default: 0] += 1
+                return (session, id)
+            }
+            return nil
+        }
+    }
+
     /// Finds the connection holding the subscription, or places a new one: on an unused
     /// connection while the pool has room, else on the connection with the fewest. A new one
     /// counts against `address`'s share until it is stopped.

@@ -61,12 +61,43 @@ extension Session {
                     }
                 }
                 if let prelude { stream.start(with: prelude) }
-                // The login was lost since the stream was admitted: it gets the same last event.
-                if let ending = state.machine.lostLoginEnding { stream.finish(with: ending) }
-                state.streams[state.nextStream] = stream
-                state.nextStream += 1
+                Session.register(stream, in: &state)
             }
         }
+    }
+
+    /// Registers a stream whose start needs only the log (live changes without a live query, or
+    /// a resume the log still holds) at once, under the session's lock, so a connection's event
+    /// loop can open it without waiting on the client's actor. The log and the streams change
+    /// together under that lock, so nothing is missed or doubled. `false`, with nothing
+    /// registered, for any other start or when the session refuses the stream: ``attach(_:start:)``
+    /// takes those.
+    func attachFromLog(_ stream: EventStream, start: StreamStart) -> Bool {
+        guard stream.filter.selector == nil else { return false }
+        return state.withLock { state in
+            Session.flush(&state, now: configuration.clock.now)
+            let log = state.machine.log
+            var prelude: StreamPrelude?
+            switch start {
+            case .live: break
+            case .snapshot: return false
+            case .resume(let after):
+                guard log.holds(after: after) else { return false }
+                if after < log.lastID { prelude = StreamPrelude(head: [], replay: replay(after: after, through: log.lastID)) }
+            }
+            guard (try? state.machine.admitStream(limit: configuration.maxStreamsPerSession)) != nil else { return false }
+            if let prelude { stream.start(with: prelude) }
+            Session.register(stream, in: &state)
+            return true
+        }
+    }
+
+    /// A stream admitted and started joins the session's streams.
+    private static func register(_ stream: EventStream, in state: inout State) {
+        // The login was lost since the stream was admitted: it gets the same last event.
+        if let ending = state.machine.lostLoginEnding { stream.finish(with: ending) }
+        state.streams[state.nextStream] = stream
+        state.nextStream += 1
     }
 
     /// The log read a page at a time, under the session's lock (the writer holds no lock then).

@@ -370,6 +370,12 @@ public final class Session: Sendable {
         }
     }
 
+    /// A reference to the subscription for name and params when it is ready on a connection that
+    /// is up (``SessionStateMachine/acquireReadySubscription(_:_:)``); `nil`, with nothing taken, otherwise.
+    func acquireReadySubscription(_ name: String, _ params: [EJSON]) -> String? {
+        state.withLock { $0.machine.acquireReadySubscription(name, params) }
+    }
+
     /// Whether the session holds a subscription for name and params (referenced or lingering).
     func holdsSubscription(_ name: String, _ params: [EJSON]) -> Bool { holdsSubscription(key: SharedSubscriptions.key(name, params)) }
 

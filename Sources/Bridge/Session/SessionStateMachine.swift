@@ -330,6 +330,15 @@ struct SessionStateMachine: Sendable {
         return subscriptions.acquire(name, params, transient: transient, newID: makeID).id
     }
 
+    /// A reference to the subscription for name and params when a reader can start on it at once:
+    /// it is held and ready, and the connection is up. `nil` otherwise, with nothing taken.
+    mutating func acquireReadySubscription(_ name: String, _ params: [EJSON]) -> String? {
+        guard case .connected = phase, let id = subscriptions.id(forKey: SharedSubscriptions.key(name, params)),
+            subscriptions.entries[id]?.info.state == .ready
+        else { return nil }
+        return subscriptions.acquire(name, params, newID: { id }).id
+    }
+
     /// A subscription is gone (refused, stopped on this side): off the ledger.
     mutating func subscriptionFailed(_ id: String) { subscriptions.remove(id) }
 
