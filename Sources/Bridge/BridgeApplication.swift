@@ -63,7 +63,7 @@ public enum BridgeApplication {
         let metrics = registry.metrics
         let idleTimeout = TimeAmount(configuration.readTimeout)
         let probeAnswer = routes.probeAnswer
-        let openStream = routes.openPublicStream
+        let openStream = routes.openStreamOnLoop
         let date = HTTPDate(clock: configuration.clock)
         let server = HTTPServerBuilder { responder in
             ProbingHTTP1Channel(

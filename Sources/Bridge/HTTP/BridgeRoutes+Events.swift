@@ -44,6 +44,51 @@ extension BridgeRoutes {
         }
     }
 
+    /// `GET /v1/events` opened on its connection's event loop, without the request path
+    /// (``ProbeFastPath``), when nothing needs waiting for: a session token this bridge holds
+    /// (``SessionRegistry/heldSession(token:)``), no `subscribe=`, and a start from the log
+    /// (``Session/attachFromLog(_:start:)``). Attached and detached as ``events(_:_:)`` does.
+    /// `nil`, with nothing taken, for anything else: the router answers those as always.
+    func openSessionStream(_ request: Request, on channel: any Channel) -> LoopStream? {
+        guard RequestInput.query(request, "subscribe") == nil, RequestInput.query(request, "params") == nil,
+            let filter = try? Self.streamFilter(request), let start = try? Self.streamStart(request),
+            let credential = RequestInput.credential(request), SessionToken.isSessionToken(credential.token),
+            let session = registry.heldSession(token: credential.token)
+        else { return nil }
+        let stream = EventStream(
+            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
+            clock: configuration.clock, counters: registry.metrics.sessionStreams)
+        guard session.attachFromLog(stream, start: start) else { return nil }
+        session.touch()
+        channel.closeFuture.whenComplete { _ in
+            stream.finish(with: SSEFrame.heartbeat)
+            session.detach(stream)
+        }
+        return loopStream(stream, on: channel, route: "/v1/events")
+    }
+
+    /// An event stream opened on the loop: counted until its connection closes, with the head and
+    /// first bytes the router's answer has (the `Date` is added where it is written).
+    func loopStream(_ stream: EventStream, on channel: any Channel, route: String) -> LoopStream {
+        registry.liveStreams.add(stream, until: channel.closeFuture)
+        var fields = Self.sseHeaders
+        SecurityHeadersMiddleware.add(to: &fields)
+        return LoopStream(
+            stream: stream, head: HTTPResponse(status: .ok, headerFields: fields),
+            body: ByteBuffer(bytes: SSEFrame.retry(milliseconds: configuration.streamRetryMilliseconds)), route: route)
+    }
+
+    /// A stream request on the loop (``ProbeFastPath``): the public or the session stream, when
+    /// it needs nothing waited for; `nil` (nothing taken) for every other request.
+    @Sendable func openStreamOnLoop(_ head: HTTPRequest, on channel: any Channel) -> LoopStream? {
+        guard let path = head.path, path.utf8.count <= RequestHygieneMiddleware.maximumTargetBytes else { return nil }
+        let isPublic = path.hasPrefix("/v1/public/events?")
+        guard isPublic || path == "/v1/events" || path.hasPrefix("/v1/events?") else { return nil }
+        let request = Request(head: head, body: RequestBody(buffer: ByteBuffer()))
+        if let query = request.uri.query, QueryString.firstUndecodableParameter(query) != nil { return nil }
+        return isPublic ? openPublicStream(request, on: channel) : openSessionStream(request, on: channel)
+    }
+
     /// `HEAD /v1/events`: what a `GET` would answer, checked the same way, with no stream opened
     /// and nothing subscribed (the generated HEAD route would run the `GET` and drop its body,
     /// leaving the stream attached for good).
@@ -128,7 +173,7 @@ extension BridgeRoutes {
     static func streamFilter(_ request: Request) throws(BridgeError) -> StreamFilter {
         var filter = StreamFilter()
         if let text = RequestInput.query(request, "collections"), !text.isEmpty {
-            filter.collections = Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            filter.collections = Set(text.split(separator: ",").map { String(RequestInput.trimmed($0)) }.filter { !$0.isEmpty })
         }
         let single = filter.collections?.count == 1
         if let id = RequestInput.query(request, "id"), !id.isEmpty {

@@ -59,12 +59,8 @@ extension BridgeRoutes {
     /// would refuse, a subscription not ready yet, a snapshot or a live query): the router
     /// answers those as always. Opening readers of a busy publication was the request path's hops
     /// (a task per connection, the router, the hand-off back to the loop): docs/PERFORMANCE.md.
-    @Sendable func openPublicStream(_ head: HTTPRequest, on channel: any Channel) -> LoopStream? {
-        guard let path = head.path, path.hasPrefix(Self.publicEventsPrefix), path.utf8.count <= RequestHygieneMiddleware.maximumTargetBytes
-        else { return nil }
-        let request = Request(head: head, body: RequestBody(buffer: ByteBuffer()))
-        guard let query = request.uri.query, QueryString.firstUndecodableParameter(query) == nil,
-            let subscription = try? Self.publicSubscription(request), let filter = try? Self.streamFilter(request),
+    func openPublicStream(_ request: Request, on channel: any Channel) -> LoopStream? {
+        guard let subscription = try? Self.publicSubscription(request), let filter = try? Self.streamFilter(request),
             let start = try? Self.streamStart(request)
         else { return nil }
         let address = configuration.clientKey(RequestInput.clientAddress(request, peer: channel.remoteAddress, configuration: configuration))
@@ -86,15 +82,8 @@ extension BridgeRoutes {
             fanout.release(session, id)
             fanout.readerLeft(from: address)
         }
-        registry.liveStreams.add(stream, until: channel.closeFuture)
-        var fields = Self.sseHeaders
-        SecurityHeadersMiddleware.add(to: &fields)
-        return LoopStream(
-            stream: stream, head: HTTPResponse(status: .ok, headerFields: fields),
-            body: ByteBuffer(bytes: SSEFrame.retry(milliseconds: configuration.streamRetryMilliseconds)), route: "/v1/public/events")
+        return loopStream(stream, on: channel, route: "/v1/public/events")
     }
-
-    private static let publicEventsPrefix = "/v1/public/events?"
 
     /// `HEAD /v1/public/events`: what a `GET` would answer, checked the same way, with no reader
     /// counted and nothing subscribed.

@@ -66,9 +66,9 @@ struct LoopStream {
 /// reaches Hummingbird's per-connection task: a probe is answered even while every worker of
 /// Swift's cooperative pool is busy with session work (under load it waited there up to 130 ms).
 ///
-/// It also opens a live public event stream there when nothing needs waiting for (its
-/// subscription is ready: ``BridgeRoutes/openPublicStream(_:on:)``), so opening readers of a busy
-/// publication costs no task and no hop to the request path; the stream's writer takes the
+/// It also opens an event stream there when nothing needs waiting for (a public reader of a
+/// subscription that is ready, a stream of a session held here: ``BridgeRoutes/openStreamOnLoop(_:on:)``),
+/// so opening a reader costs no task and no hop to the request path; the stream's writer takes the
 /// connection as it does a routed stream's (``StreamAnchor/install(_:on:opening:)``).
 ///
 /// It steps in only when it cannot change what the client sees: the connection has no other
@@ -112,7 +112,7 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// - Parameters:
     ///   - answer: the answer for a path, or `nil` for a path this handler leaves alone.
     ///   - openStream: an event stream opened for a request without waiting on anything (a public
-    ///     stream of a subscription that is ready: ``BridgeRoutes/openPublicStream(_:on:)``), or
+    ///     stream of a subscription that is ready: ``BridgeRoutes/openStreamOnLoop(_:on:)``), or
     ///     `nil`, with nothing taken, for a request the router answers.
     ///   - answered: told of each answer sent here (for request metrics).
     init(

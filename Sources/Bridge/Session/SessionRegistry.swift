@@ -171,6 +171,17 @@ public final class SessionRegistry: Service, Sendable {
         }
     }
 
+    /// The session a session token names when this bridge holds it and nothing needs waiting for
+    /// to serve it: not being resumed, not kept in a store (whose row is looked at from time to
+    /// time, ``session(token:)``), its login not lost. `nil` otherwise: the request path decides.
+    func heldSession(token: String) -> Session? {
+        let hash = SessionToken.hash(token)
+        guard let session = state.withLock({ $0.resuming[hash] == nil ? $0.sessions[hash] : nil }), !session.isPersistent,
+            session.loginLost == nil
+        else { return nil }
+        return session
+    }
+
     /// Another replica may have ended a session this one holds (its client's `DELETE`, an idle
     /// expiry there): at most once per `--store-check-interval`, a held stored session is looked
     /// up before it serves, and one whose row says it ended ends here too (401). A store that

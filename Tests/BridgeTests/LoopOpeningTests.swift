@@ -1,6 +1,7 @@
 import DDP
 import Foundation
 import HTTPTypes
+import HummingbirdTesting
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -8,9 +9,10 @@ import Testing
 
 @testable import Bridge
 
-/// A live public reader of a subscription that is ready is opened on its connection's event
-/// loop, without the request path (a task, the router, the hand-off back to the loop).
-@Suite struct PublicLoopOpeningTests {
+/// A stream that needs nothing waited for (a live public reader of a subscription that is ready,
+/// a session stream without `subscribe=`) is opened on its connection's event loop, without the
+/// request path (a task, the router, the hand-off back to the loop).
+@Suite struct LoopOpeningTests {
     static let path = "/v1/public/events?subscribe=tasks&collections=tasks"
     static func request(_ extra: String = "") -> String {
         "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\(extra)\r\n"
@@ -67,6 +69,51 @@ import Testing
         }
     }
 
+    /// A session's stream that needs nothing waited for opens on the loop with the router's head
+    /// and the session's events; it holds the session's stream place until it hangs up, and a
+    /// session past its streams, or ended, gets the router's refusal.
+    @Test func aSessionStreamOpenedOnTheLoopIsAnsweredAsTheRouterAnswers() async throws {
+        try await BridgeHarness.run(configure: { $0.maxStreamsPerSession = 2 }) { h in
+            let port = try #require(h.client.port)
+            let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            func request(_ query: String) -> String {
+                "GET /v1/events\(query) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+            }
+            // With `subscribe=` the stream waits for its subscription: the router answers it.
+            let routed = try await RawConnection.open(port: port)
+            try await routed.send(request("?subscribe=tasks&collections=tasks"))
+            #expect(try await routed.waitUntilReceived("event: ready", count: 1, within: .seconds(10)) == 1)
+            let onLoop = try await RawConnection.open(port: port)
+            try await onLoop.send(request("?collections=tasks"))
+            #expect(try await onLoop.waitUntilReceived("retry:", count: 1, within: .seconds(10)) == 1)
+            let routedHead = Self.head(await routed.received)
+            let onLoopHead = Self.head(await onLoop.received)
+            #expect(routedHead.hasPrefix("HTTP/1.1 200 OK\r\n") && routedHead.contains("Date: …"), "\(routedHead)")
+            #expect(onLoopHead == routedHead, "the heads differ: \(onLoopHead) vs \(routedHead)")
+            let inserted = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"q1","text":"x"}"#)
+            #expect(inserted.status == .created, "\(inserted.text)")
+            for reader in [routed, onLoop] {
+                #expect(try await reader.waitUntilReceived(#""q1""#, count: 1, within: .seconds(10)) == 1)
+            }
+            try await h.metrics("both streams counted") {
+                $0.contains(#"ddp_bridge_http_requests_total{route="/v1/events",status="200"} 2"#) && metricSample($0, "ddp_bridge_sse_streams") == 2
+            }
+            // Past the session's two streams: 429 with the router's reason.
+            let third = try await RawConnection.exchange(
+                port: port, request("?collections=tasks").replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n"))
+            #expect(third.text.contains("too-many-streams"), "\(third.text)")
+            // Hanging up frees the place at once.
+            try await onLoop.close()
+            try await h.metrics("the loop's stream is gone", timeout: .seconds(5)) { metricSample($0, "ddp_bridge_sse_streams") == 1 }
+            try await routed.close()
+            // An ended session's token gets the router's 401.
+            #expect(try await h.request(.delete, "/v1/session", token: token).status == .noContent)
+            let ended = try await RawConnection.exchange(
+                port: port, request("").replacingOccurrences(of: "\r\n\r\n", with: "\r\nConnection: close\r\n\r\n"))
+            #expect(ended.text.hasPrefix("HTTP/1.1 401"), "\(ended.text)")
+        }
+    }
+
     /// What the router refuses is still refused with its reason when the subscription is ready:
     /// the loop opens only what the router would open.
     @Test func whatTheRouterRefusesIsRefusedWhenTheSubscriptionIsReady() async throws {
@@ -95,15 +142,18 @@ import Testing
         }
     }
 
-    /// A reader of a ready subscription opens while every worker of the concurrency pool is busy:
-    /// the loop answers it, no task is needed. Through the request path it waited for a worker.
+    /// A public reader of a ready subscription, and a stream of a session held here, open while
+    /// every worker of the concurrency pool is busy: the loop answers them, no task is needed.
+    /// Through the request path they waited for a worker.
     /// Heavy (it blocks the pool): run on its own by the test command.
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["DDP_BRIDGE_HEAVY_TESTS"] != nil))
-    func aReaderOfAReadySubscriptionOpensWhileEveryConcurrencyWorkerIsBusy() async throws {
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["DDP_BRIDGE_HEAVY_TESTS"] != nil), arguments: ["public", "session"])
+    func aStreamThatNeedsNothingWaitedForOpensWhileEveryConcurrencyWorkerIsBusy(_ kind: String) async throws {
         try await PublicFanoutTests.run { h, port in
             let routed = try await RawConnection.open(port: port)
             try await routed.send(Self.request())
             #expect(try await routed.waitUntilReceived("retry:", count: 1, within: .seconds(10)) == 1)
+            let (token, _) = try await h.session()
+            let request = kind == "public" ? Self.request() : "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
             let (arrivals, arrival) = AsyncStream<ContinuousClock.Instant>.makeStream()
             let sent = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
             let opened = NIOLockedValueBox<(any Channel)?>(nil)
@@ -120,7 +170,7 @@ import Testing
                     .connect(host: "127.0.0.1", port: port)
                     .flatMap { channel in
                         opened.withLockedValue { $0 = channel }
-                        return channel.writeAndFlush(ByteBuffer(string: Self.request()))
+                        return channel.writeAndFlush(ByteBuffer(string: request))
                     }
             }
             let freed = await blockEveryWorker(seconds: 1.5)
@@ -132,7 +182,9 @@ import Testing
             #expect(answeredAt < firstFree, "the stream opened only after a worker was free: \(answeredAt - sentAt) after its request")
             try await opened.withLockedValue { $0 }?.close()
             try await routed.close()
-            try await h.metrics("both readers are gone", timeout: .seconds(5)) { metricSample($0, "ddp_bridge_public_readers") == 0 }
+            try await h.metrics("every stream is gone", timeout: .seconds(5)) {
+                metricSample($0, "ddp_bridge_public_readers") == 0 && metricSample($0, "ddp_bridge_sse_streams") == 0
+            }
         }
     }
 
