@@ -34,6 +34,28 @@ extension NchanBench {
         return figures
     }
 
+    /// The bridge's latency at the rate nchan achieved, beside nchan's (section "nchan").
+    static func sameRateFigures(bridge: PublicBench.Result, nchan: Result, rate: Int) -> [Figure] {
+        [50.0, 99.0].map { p in
+            Figure(
+                "nchan", "bridge latency p\(Int(p)) at nchan's achieved rate (\(rate)/s)", Stats.percentile(bridge.latencies, p), "ms",
+                baseline: "nchan", baselineValue: Stats.percentile(nchan.delivery.latencies, p),
+                note: "\(bridge.latencies.count) samples from \(bridge.readers) readers; every reader got every event: "
+                    + "\(bridge.everyReaderGotEverything)")
+        }
+    }
+
+    /// The bridge's p99 at nchan's achieved rate must not exceed nchan's, every reader complete.
+    static func sameRateTarget(bridge: PublicBench.Result, nchan: Result, rate: Int) -> Target {
+        let (ours, theirs) = (Stats.percentile(bridge.latencies, 99), Stats.percentile(nchan.delivery.latencies, 99))
+        return Target(
+            name: "p99 latency to \(Report.number(Double(bridge.readers))) public readers at nchan's achieved rate (\(rate)/s) vs nchan",
+            goal: "≤ nchan's p99, no reader cut",
+            measured: String(
+                format: "%.1f ms vs %.1f ms%@", ours, theirs, bridge.everyReaderGotEverything ? "" : "; NOT every reader got every event"),
+            score: bridge.everyReaderGotEverything ? max(theirs, 0.01) / max(ours, 0.01) : 0)
+    }
+
     /// The bridge's public figures beside nchan's: "not measured", with the reason, when either is missing.
     /// The bridge may merge changes that queue for a reader into one event; nchan sends every message: the delivery
     /// target says how many events each reader got of how many changes.

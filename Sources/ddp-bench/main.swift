@@ -393,6 +393,7 @@ await part("broadcaster") {
     targets.append(RawBroadcaster.latencyTarget(broadcaster: slow, bridge: publicSlowResult, rate: publicLatencyRate, readers: publicReaders))
 }
 
+var nchanResult: NchanBench.Result?
 await part("nchan") {
     say("nchan baseline: \(publicReaders) readers of one channel, \(publicCount) messages posted at \(publicRate)/s (nginx as its own process)…")
     if let reason = NginxProcess.unavailable() {
@@ -416,6 +417,27 @@ await part("nchan") {
     }
     figures += NchanBench.figures(result, rate: publicRate, count: publicCount, bridge: publicResult)
     targets += NchanBench.comparison(bridge: publicResult, nchan: result, readers: publicReaders, count: publicCount, missing: nil)
+    nchanResult = result
+}
+
+// The bridge at the rate nchan achieved (its posts are serial: about a dozen a second here), with
+// the same readers, so the two latencies compare at one rate.
+await part("nchan") {
+    guard let nchan = nchanResult, nchan.publishSeconds > 0 else { return }
+    let rate = max(1, Int((Double(nchan.published) / nchan.publishSeconds).rounded()))
+    let count = smoke ? 20 : rate * 30
+    say("the bridge at nchan's achieved rate: \(publicReaders) readers, \(count) changes at \(rate)/s…")
+    upstream = try await startUpstream()
+    let bridge: PublicBench.Result
+    do {
+        bridge = try await PublicBench.run(upstream: upstream, readers: publicReaders, rate: rate, count: count, startAfter: .seconds(smoke ? 5 : 30))
+    } catch {
+        await upstream.stop()
+        throw error
+    }
+    await upstream.stop()
+    figures += NchanBench.sameRateFigures(bridge: bridge, nchan: nchan, rate: rate)
+    targets.append(NchanBench.sameRateTarget(bridge: bridge, nchan: nchan, rate: rate))
 }
 
 try Report.write(figures: figures, targets: targets, smoke: smoke, to: outputDirectory)
