@@ -120,9 +120,11 @@ final class RawBroadcaster: Sendable {
 
     /// Opens `readers` readers (as the public part opens its own), then sends `count` changes at
     /// `rate`, each stamped as the ticker stamps its own (nchan's message shape, `dataBytes` of data
-    /// when given), and counts what the readers get.
+    /// when given), and counts what the readers get. The broadcaster runs as its own process, as
+    /// the bridge and nginx do: its sockets and the readers' together are more files than one
+    /// process may open here (20,000), and its cores are then shared as theirs are.
     static func run(readers: Int, rate: Int, count: Int, dataBytes: Int?) async throws -> Result {
-        let broadcaster = try await start()
+        let broadcaster = try await Child.start()
         let first = try await SSEConsumer.open(port: broadcaster.port, "/events", token: "", counting: "changed", stampField: true)
         var crowd = ReaderCrowd(first: first)
         do {
@@ -131,37 +133,135 @@ final class RawBroadcaster: Sendable {
             try await crowd.grow(to: readers, port: broadcaster.port, path: "/events", counting: "changed", sampleEvery: max(1, readers / 100))
             let openSeconds = (ContinuousClock.now - openStart).seconds
             // Every reader's head is answered before it counts as open; its registration came first.
-            guard broadcaster.readerCount == readers else {
-                throw BenchError("the broadcaster holds \(broadcaster.readerCount) of \(readers) readers")
-            }
+            let held = try await broadcaster.ask("count", answer: "readers")
+            guard held == readers else { throw BenchError("the broadcaster holds \(held) of \(readers) readers") }
             let start = ContinuousClock.now
             let finished = NIOLockedValueBox(false)
-            async let sending = broadcaster.send(rate: rate, count: count, dataBytes: dataBytes, finished: finished)
+            async let sending = broadcaster.ask(
+                "send \(rate) \(count) \(dataBytes ?? 0)", answer: "sent", within: .seconds(Double(count) / Double(rate) + 120), finished: finished)
             try await crowd.waitForDelivery(
                 deadline: start + .seconds(Double(count) / Double(rate) + 120), expected: count, finished: { finished.withLockedValue { $0 } })
             let published = try await sending
             let result = Result(
                 readers: readers, openSeconds: openSeconds, published: published, delivery: crowd.delivery(since: start, expected: count))
             crowd.close()
-            await broadcaster.stop()
+            broadcaster.stop()
             return result
         } catch {
             crowd.close()
-            await broadcaster.stop()
+            broadcaster.stop()
             throw error
         }
     }
 
     /// Sends `count` changes at `rate` (a change that falls due late goes out as soon as it can,
     /// as the ticker's do); returns how many were sent.
-    private func send(rate: Int, count: Int, dataBytes: Int?, finished: NIOLockedValueBox<Bool>) async throws -> Int {
-        defer { finished.withLockedValue { $0 = true } }
+    private func send(rate: Int, count: Int, dataBytes: Int?) async throws -> Int {
         var previousAt: Int?
         return try await paced(rate: rate, count: count) { n in
             let at = DemoDataSet.monotonicMicroseconds()
             let data = NchanBench.message(n: n, at: at, previousAt: previousAt, size: dataBytes)
             broadcast(ByteBuffer(string: "event: changed\ndata: \(data)\n\n"))
             previousAt = at
+        }
+    }
+
+    // MARK: - Its own process
+
+    /// The argument that makes `ddp-bench` the broadcaster's process (``serve()``).
+    static let serveArgument = "--serve-raw-broadcaster"
+
+    /// The broadcaster's process: says `port N`, then answers lines on its standard input —
+    /// `count` with `readers N`, `send RATE COUNT BYTES` with `sent N` once sent — until it ends.
+    static func serve() async throws {
+        let broadcaster = try await start()
+        func answer(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+        answer("port \(broadcaster.port)")
+        // Blocking reads: this process has nothing else for its task to do meanwhile.
+        while let line = readLine() {
+            let words = line.split(separator: " ").compactMap { Int($0) }
+            if line == "count" {
+                answer("readers \(broadcaster.readerCount)")
+            } else if line.hasPrefix("send "), words.count == 3, words[0] > 0, words[1] >= 0 {
+                let sent = try await broadcaster.send(rate: words[0], count: words[1], dataBytes: words[2] > 0 ? words[2] : nil)
+                answer("sent \(sent)")
+            } else {
+                answer("error: \(line)")
+            }
+        }
+        await broadcaster.stop()
+    }
+
+    /// The broadcaster's process, seen from the harness.
+    struct Child {
+        let process: Process
+        let port: Int
+        private let input: Pipe
+        private let output: Pipe
+        private let lines: NIOLockedValueBox<[String]>
+
+        static func start() async throws -> Child {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            process.arguments = [serveArgument]
+            let (input, output) = (Pipe(), Pipe())
+            process.standardInput = input
+            process.standardOutput = output
+            let lines = NIOLockedValueBox<[String]>([])
+            let partial = NIOLockedValueBox("")
+            output.fileHandleForReading.readabilityHandler = { handle in
+                let data = handle.availableData
+                guard !data.isEmpty else { return }
+                partial.withLockedValue { text in
+                    text += String(decoding: data, as: UTF8.self)
+                    while let end = text.firstIndex(of: "\n") {
+                        let line = String(text[..<end])
+                        text = String(text[text.index(after: end)...])
+                        lines.withLockedValue { $0.append(line) }
+                    }
+                }
+            }
+            try process.run()
+            var child = Child(process: process, port: 0, input: input, output: output, lines: lines)
+            do {
+                let port = try await child.wait(for: "port", within: .seconds(30))
+                child = Child(process: process, port: port, input: input, output: output, lines: lines)
+                return child
+            } catch {
+                child.stop()
+                throw error
+            }
+        }
+
+        /// Sends `command` and returns the number of the answer that starts with `answer`.
+        func ask(_ command: String, answer: String, within limit: Duration = .seconds(30), finished: NIOLockedValueBox<Bool>? = nil) async throws
+            -> Int
+        {
+            defer { finished?.withLockedValue { $0 = true } }
+            input.fileHandleForWriting.write(Data((command + "\n").utf8))
+            return try await wait(for: answer, within: limit)
+        }
+
+        /// Waits (polling, bounded) for a line `word N`; takes it and returns N.
+        private func wait(for word: String, within limit: Duration) async throws -> Int {
+            let deadline = ContinuousClock.now + limit
+            while ContinuousClock.now < deadline {
+                let found = lines.withLockedValue { lines -> Int? in
+                    guard let index = lines.firstIndex(where: { $0.hasPrefix(word + " ") }) else { return nil }
+                    return Int(lines.remove(at: index).dropFirst(word.count + 1))
+                }
+                if let found { return found }
+                guard process.isRunning else { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            throw BenchError("the broadcaster's process did not answer '\(word)' (\(lines.withLockedValue { $0 }.joined(separator: "; ")))")
+        }
+
+        func stop() {
+            try? input.fileHandleForWriting.close()
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+            output.fileHandleForReading.readabilityHandler = nil
         }
     }
 }

@@ -6,6 +6,17 @@ import NIOHTTP1
 // The benchmark harness (`ddp-bench --help` says how to run it). Each part gets fresh servers;
 // a part that fails is reported and the others still run; the exit status says whether all ran.
 
+// The raw broadcaster's own process (the broadcaster part starts it).
+if CommandLine.arguments.dropFirst().first == RawBroadcaster.serveArgument {
+    do {
+        try await RawBroadcaster.serve()
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("ddp-bench: the raw broadcaster failed: \(error)\n".utf8))
+        exit(1)
+    }
+}
+
 let options: BenchOptions
 do {
     options = try BenchOptions(Array(CommandLine.arguments.dropFirst()))
