@@ -222,13 +222,11 @@ final class RawBroadcaster: Sendable {
                 }
             }
             try process.run()
-            var child = Child(process: process, port: 0, input: input, output: output, lines: lines)
             do {
-                let port = try await child.wait(for: "port", within: .seconds(30))
-                child = Child(process: process, port: port, input: input, output: output, lines: lines)
-                return child
+                let port = try await wait(for: "port", in: lines, of: process, within: .seconds(30))
+                return Child(process: process, port: port, input: input, output: output, lines: lines)
             } catch {
-                child.stop()
+                Child(process: process, port: 0, input: input, output: output, lines: lines).stop()
                 throw error
             }
         }
@@ -239,11 +237,13 @@ final class RawBroadcaster: Sendable {
         {
             defer { finished?.withLockedValue { $0 = true } }
             input.fileHandleForWriting.write(Data((command + "\n").utf8))
-            return try await wait(for: answer, within: limit)
+            return try await Self.wait(for: answer, in: lines, of: process, within: limit)
         }
 
-        /// Waits (polling, bounded) for a line `word N`; takes it and returns N.
-        private func wait(for word: String, within limit: Duration) async throws -> Int {
+        /// Waits (polling, bounded) for a line `word N` among `lines`; takes it and returns N.
+        private static func wait(for word: String, in lines: NIOLockedValueBox<[String]>, of process: Process, within limit: Duration)
+            async throws -> Int
+        {
             let deadline = ContinuousClock.now + limit
             while ContinuousClock.now < deadline {
                 let found = lines.withLockedValue { lines -> Int? in

@@ -435,7 +435,9 @@ await part("nchan") {
 // the same readers, so the two latencies compare at one rate.
 await part("nchan") {
     guard let nchan = nchanResult, nchan.publishSeconds > 0 else { return }
-    let rate = max(1, Int((Double(nchan.published) / nchan.publishSeconds).rounded()))
+    // Checked: a run too short to time gives no rate to convert.
+    guard let achieved = Int(exactly: (Double(nchan.published) / nchan.publishSeconds).rounded()) else { return }
+    let rate = min(max(1, achieved), publicRate)
     let count = smoke ? 20 : rate * 30
     say("the bridge at nchan's achieved rate: \(publicReaders) readers, \(count) changes at \(rate)/s…")
     upstream = try await startUpstream()

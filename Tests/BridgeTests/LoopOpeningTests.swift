@@ -238,5 +238,7 @@ private final class Marker: ChannelInboundHandler {
         #expect(HTTPDate.format(0) == "Thu, 01 Jan 1970 00:00:00 GMT")
         #expect(HTTPDate.format(1_795_615_703) == "Wed, 25 Nov 2026 14:08:23 GMT")
         #expect(HTTPDate.format(951_782_400) == "Tue, 29 Feb 2000 00:00:00 GMT")
+        // The latest a clock set far ahead is clamped to: still four digits of year.
+        #expect(HTTPDate.format(HTTPDate.lastSecond) == "Fri, 31 Dec 9999 23:59:59 GMT")
     }
 }

@@ -29,9 +29,7 @@ extension BridgeRoutes {
                 owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout, transient: true)
         }
         let ownedID = subscription?.id
-        let stream = EventStream(
-            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
-            clock: configuration.clock, counters: registry.metrics.sessionStreams)
+        let stream = makeStream(filter, counters: registry.metrics.sessionStreams)
         do {
             try await session.attach(stream, start: start)
         } catch {
@@ -55,21 +53,27 @@ extension BridgeRoutes {
             let credential = RequestInput.credential(request), SessionToken.isSessionToken(credential.token),
             let session = registry.heldSession(token: credential.token)
         else { return nil }
-        let stream = EventStream(
-            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
-            clock: configuration.clock, counters: registry.metrics.sessionStreams)
+        let stream = makeStream(filter, counters: registry.metrics.sessionStreams)
         guard session.attachFromLog(stream, start: start) else { return nil }
         session.touch()
-        channel.closeFuture.whenComplete { _ in
-            stream.finish(with: SSEFrame.heartbeat)
-            session.detach(stream)
-        }
-        return loopStream(stream, on: channel, route: "/v1/events")
+        return loopStream(stream, on: channel, route: "/v1/events") { session.detach(stream) }
     }
 
-    /// An event stream opened on the loop: counted until its connection closes, with the head and
-    /// first bytes the router's answer has (the `Date` is added where it is written).
-    func loopStream(_ stream: EventStream, on channel: any Channel, route: String) -> LoopStream {
+    /// A stream with the bridge's buffer limit, stall timeout and clock.
+    func makeStream(_ filter: StreamFilter, counters: StreamCounters) -> EventStream {
+        EventStream(
+            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
+            clock: configuration.clock, counters: counters)
+    }
+
+    /// An event stream opened on the loop: counted until its connection closes, whose close ends
+    /// it and runs `finally` (as a routed stream's close does, ``sseResponse(_:_:finally:)``), with
+    /// the head and first bytes the router's answer has (the `Date` is added where it is written).
+    func loopStream(_ stream: EventStream, on channel: any Channel, route: String, finally: @escaping @Sendable () -> Void) -> LoopStream {
+        channel.closeFuture.whenComplete { _ in
+            stream.finish(with: SSEFrame.heartbeat)
+            finally()
+        }
         registry.liveStreams.add(stream, until: channel.closeFuture)
         var fields = Self.sseHeaders
         SecurityHeadersMiddleware.add(to: &fields)

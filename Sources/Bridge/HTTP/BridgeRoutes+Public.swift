@@ -22,9 +22,7 @@ extension BridgeRoutes {
         let session: Session
         let id: String
         let before: UInt64
-        let stream = EventStream(
-            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
-            clock: configuration.clock, counters: registry.metrics.publicStreams)
+        let stream = makeStream(filter, counters: registry.metrics.publicStreams)
         do {
             (session, id, before) = try await fanout.subscribe(name, params, from: address)
         } catch {
@@ -65,9 +63,7 @@ extension BridgeRoutes {
         else { return nil }
         let address = configuration.clientKey(RequestInput.clientAddress(request, peer: channel.remoteAddress, configuration: configuration))
         guard let (session, id) = fanout.readyReader(subscription.name, subscription.params, from: address) else { return nil }
-        let stream = EventStream(
-            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
-            clock: configuration.clock, counters: registry.metrics.publicStreams)
+        let stream = makeStream(filter, counters: registry.metrics.publicStreams)
         // Ready already: a live stream starts from now, as the request path's does once its
         // subscription is ready (what it would replay is what happened while it waited).
         guard session.attachFromLog(stream, start: start) else {
@@ -76,13 +72,11 @@ extension BridgeRoutes {
             return nil
         }
         let fanout = self.fanout
-        channel.closeFuture.whenComplete { _ in
-            stream.finish(with: SSEFrame.heartbeat)
+        return loopStream(stream, on: channel, route: "/v1/public/events") {
             session.detach(stream)
             fanout.release(session, id)
             fanout.readerLeft(from: address)
         }
-        return loopStream(stream, on: channel, route: "/v1/public/events")
     }
 
     /// `HEAD /v1/public/events`: what a `GET` would answer, checked the same way, with no reader

@@ -13,12 +13,16 @@ final class HTTPDate: Sendable {
 
     /// Now, as a `Date` header's value.
     var now: String {
-        let second = Int(clock.wallClock.timeIntervalSince1970.rounded(.down))
+        // Checked: a wall clock far outside time_t's years (a clock set wrong) gives the epoch, not a trap.
+        let second = Int(exactly: clock.wallClock.timeIntervalSince1970.rounded(.down)).map { min(max($0, 0), Self.lastSecond) } ?? 0
         return last.withLock { last in
             if last.second != second { last = (second, Self.format(second)) }
             return last.text
         }
     }
+
+    /// The last second formatted (31 Dec 9999, 23:59:59 GMT): IMF-fixdate has four digits of year.
+    static let lastSecond = 253_402_300_799
 
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
