@@ -27,6 +27,8 @@ struct BenchOptions {
                                   channel in the nchan part (default: 10000)
           --public-changes N      changes the public part's aggregate run publishes (default: 3000;
                                   1 leaves the readers idle, for a memory profile)
+          --public-latency-rate N changes/s of the public and broadcaster parts' latency runs
+                                  (default: 100)
           --replot                write results.md and plot.svg again from results.json, nothing else
           -h, --help              this text
 
@@ -57,6 +59,7 @@ struct BenchOptions {
     var loadSamePriority = false
     var publicReaders: Int?
     var publicChanges: Int?
+    var publicLatencyRate: Int?
 
     init(_ arguments: [String]) throws(Invalid) {
         var rest = arguments[...]
@@ -94,6 +97,7 @@ struct BenchOptions {
             case "--load-bound-mib": loadBoundMiB = try count(argument, 1 << 20)
             case "--public-readers": publicReaders = try count(argument, 19_000)
             case "--public-changes": publicChanges = try count(argument, 1_000_000)
+            case "--public-latency-rate": publicLatencyRate = try count(argument, 10_000)
             default: throw Invalid(description: "unknown option '\(argument)'")
             }
         }

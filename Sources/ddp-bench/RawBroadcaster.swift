@@ -9,29 +9,71 @@ import NIOPosix
 /// The ceiling the public fan-out's delivery is measured against: a minimal SwiftNIO
 /// broadcaster, one event loop per core, that answers every `GET` with an event stream and, per
 /// change, writes one pre-encoded frame to every reader's socket — nothing else (no sessions, no
-/// log, no filters, no budgets). Run with the public part's readers, rates and sampling, in the
-/// same run: what the same cores can do, so the bridge's latency has something to be compared to.
+/// log, no filters, no budgets). Changes that queue while a loop is still writing the previous
+/// ones go out together, one write per reader (as the bridge's writer does: without it, a loop
+/// behind makes a syscall per change and reader, and falls further behind). Run with the public
+/// part's readers, rates and sampling, in the same run: what the same cores can do, so the
+/// bridge's latency has something to be compared to.
 final class RawBroadcaster: Sendable {
-    /// The readers, by their loop: a change is one job per loop, writing to that loop's readers.
-    private final class Registry: Sendable {
-        private let readers = NIOLockedValueBox<[ObjectIdentifier: (loop: any EventLoop, channels: [ObjectIdentifier: any Channel])]>([:])
+    /// The readers of one event loop and the frames pending for them. A change appends its frame
+    /// and, when no write job is due, schedules one; the job takes everything pending and writes
+    /// it to each reader in one write. While a loop is behind (writing to its readers takes longer
+    /// than the time between changes), the changes that queued meanwhile go out together: one
+    /// syscall per reader per turn of the loop, as the bridge's own writer does.
+    private final class LoopReaders: Sendable {
+        struct State {
+            var channels: [ObjectIdentifier: any Channel] = [:]
+            var pending = ByteBuffer()
+            var scheduled = false
+        }
+        let loop: any EventLoop
+        private let state = NIOLockedValueBox(State())
 
-        func add(_ channel: any Channel) {
-            readers.withLockedValue { readers in
-                let key = ObjectIdentifier(channel.eventLoop)
-                readers[key, default: (channel.eventLoop, [:])].channels[ObjectIdentifier(channel)] = channel
+        init(loop: any EventLoop) { self.loop = loop }
+
+        func add(_ channel: any Channel) { state.withLockedValue { $0.channels[ObjectIdentifier(channel)] = channel } }
+        func remove(_ channel: any Channel) { _ = state.withLockedValue { $0.channels.removeValue(forKey: ObjectIdentifier(channel)) } }
+        var count: Int { state.withLockedValue { $0.channels.count } }
+
+        func broadcast(_ frame: ByteBuffer) {
+            let schedule = state.withLockedValue { state in
+                var frame = frame
+                state.pending.writeBuffer(&frame)
+                defer { state.scheduled = true }
+                return !state.scheduled
             }
+            if schedule { loop.execute { self.write() } }
         }
 
-        func remove(_ channel: any Channel) {
-            _ = readers.withLockedValue { $0[ObjectIdentifier(channel.eventLoop)]?.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+        /// On the loop: everything pending, one write per reader.
+        private func write() {
+            let (channels, bytes) = state.withLockedValue { state in
+                defer {
+                    state.pending = ByteBuffer()
+                    state.scheduled = false
+                }
+                return (Array(state.channels.values), state.pending)
+            }
+            guard bytes.readableBytes > 0 else { return }
+            let part = HTTPServerResponsePart.body(.byteBuffer(bytes))
+            for channel in channels { channel.writeAndFlush(part, promise: nil) }
+        }
+    }
+
+    /// The readers, by their loop.
+    private final class Registry: Sendable {
+        private let loops: [ObjectIdentifier: LoopReaders]
+
+        init(group: MultiThreadedEventLoopGroup) {
+            loops = Dictionary(uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), LoopReaders(loop: $0)) })
         }
 
-        var byLoop: [(loop: any EventLoop, channels: [any Channel])] {
-            readers.withLockedValue { $0.values.map { ($0.loop, Array($0.channels.values)) } }
-        }
+        func add(_ channel: any Channel) { loops[ObjectIdentifier(channel.eventLoop)]?.add(channel) }
+        func remove(_ channel: any Channel) { loops[ObjectIdentifier(channel.eventLoop)]?.remove(channel) }
+        var count: Int { loops.values.reduce(0) { $0 + $1.count } }
 
-        var count: Int { readers.withLockedValue { $0.values.reduce(0) { $0 + $1.channels.count } } }
+        /// One change: its frame pending on every loop.
+        func broadcast(_ frame: ByteBuffer) { for readers in loops.values { readers.broadcast(frame) } }
     }
 
     /// Answers the request head with an event stream's head, then holds the reader.
@@ -72,7 +114,7 @@ final class RawBroadcaster: Sendable {
     /// Listens on a free loopback port with one event loop per core.
     static func start() async throws -> RawBroadcaster {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
-        let registry = Registry()
+        let registry = Registry(group: group)
         do {
             let server = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 4096)
@@ -94,15 +136,8 @@ final class RawBroadcaster: Sendable {
 
     var readerCount: Int { registry.count }
 
-    /// One change: the frame, encoded once, written to every reader, one job per loop.
-    func broadcast(_ frame: ByteBuffer) {
-        for (loop, channels) in registry.byLoop {
-            loop.execute {
-                let part = HTTPServerResponsePart.body(.byteBuffer(frame))
-                for channel in channels { channel.writeAndFlush(part, promise: nil) }
-            }
-        }
-    }
+    /// One change: the frame, encoded once, pending on every loop (see ``LoopReaders``).
+    func broadcast(_ frame: ByteBuffer) { registry.broadcast(frame) }
 
     func stop() async {
         try? await server.close()

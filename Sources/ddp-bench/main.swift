@@ -300,11 +300,11 @@ await part("load") {
 let publicReaders = options.publicReaders ?? (smoke ? 200 : 10_000)
 let publicRate = smoke ? 100 : 1_000
 let publicCount = options.publicChanges ?? (smoke ? 100 : 3_000)
-let publicLatencyRate = smoke ? 20 : 100
+let publicLatencyRate = options.publicLatencyRate ?? (smoke ? 20 : 100)
 var publicResult: PublicBench.Result?
 /// The public part's run at `publicLatencyRate`, for the broadcaster's comparison.
 var publicSlowResult: PublicBench.Result?
-let publicSlowCount = smoke ? 50 : 1_000
+let publicSlowCount = smoke ? 50 : publicLatencyRate * 10
 
 await part("public") {
     await upstream.stop()

@@ -5,7 +5,10 @@ import Timing
 
 /// What a stream delivers: some collections, one document, or a live query over one collection.
 public struct StreamFilter: Sendable {
-    public var collections: Set<String>?
+    public var collections: Set<String>? { didSet { onlyCollection = Self.only(collections) } }
+    /// The one collection of a filter of one: compared as a string, without hashing it (the
+    /// filter is checked for every event and stream; a public reader's names one collection).
+    private var onlyCollection: String?
     /// A wire id (with exactly one collection).
     public var documentID: String?
     /// A live query (with exactly one collection): documents entering it are `added`, leaving it `removed`.
@@ -13,13 +16,23 @@ public struct StreamFilter: Sendable {
 
     public init(collections: Set<String>? = nil, documentID: String? = nil, selector: Selector? = nil) {
         self.collections = collections
+        self.onlyCollection = Self.only(collections)
         self.documentID = documentID
         self.selector = selector
     }
 
+    private static func only(_ collections: Set<String>?) -> String? {
+        guard let collections, collections.count == 1 else { return nil }
+        return collections.first
+    }
+
     /// Whether a document passes the collection and id filters (the live query aside).
     func admits(collection: String, id: String) -> Bool {
-        if let collections, !collections.contains(collection) { return false }
+        if let onlyCollection {
+            if onlyCollection != collection { return false }
+        } else if let collections, !collections.contains(collection) {
+            return false
+        }
         if let documentID, documentID != id { return false }
         return true
     }
@@ -38,8 +51,11 @@ public struct StreamFilter: Sendable {
 /// the buffer overflow is cut off with a final event; memory never grows past the bound.
 final class EventStream: Sendable {
     struct State: Sendable {
-        var frames: [ByteBuffer] = []
-        var bytes = 0
+        /// The live frames not yet written, as one buffer: a single frame is the shared buffer
+        /// itself; a second is appended to a copy (once per stream and turn of the writer, with
+        /// no array of frames to allocate per event).
+        var buffered: ByteBuffer?
+        var bufferedFrames = 0
         var dropped = 0
         /// The last frame to write before closing (overflow, session ended).
         var ending: [UInt8]?
@@ -266,17 +282,30 @@ final class EventStream: Sendable {
             state.dropped += 1
             return false
         }
-        let wasEmpty = state.frames.isEmpty
-        state.frames.append(frame)
-        state.bytes += frame.readableBytes
-        if state.bytes > limit {
-            state.dropped += state.frames.count
-            state.frames = []
-            state.bytes = 0
-            state.ending = slowConsumer(limit)
+        guard var buffered = state.buffered else {
+            guard frame.readableBytes <= limit else { return cut(&state, limit: limit, adding: 1) }
+            state.buffered = frame
+            state.bufferedFrames = 1
             return true
         }
-        return wasEmpty
+        guard buffered.readableBytes + frame.readableBytes <= limit else { return cut(&state, limit: limit, adding: 1) }
+        // Taken out first, so the append copies only while the buffer is the shared frame.
+        state.buffered = nil
+        var frame = frame
+        buffered.writeBuffer(&frame)
+        state.buffered = buffered
+        state.bufferedFrames += 1
+        return false
+    }
+
+    /// The buffer passed the limit: its frames (and `adding` more) are dropped and the stream
+    /// ends with a reason. Returns `true`: the writer is woken to write it.
+    private static func cut(_ state: inout State, limit: Int, adding: Int) -> Bool {
+        state.dropped += state.bufferedFrames + adding
+        state.buffered = nil
+        state.bufferedFrames = 0
+        state.ending = slowConsumer(limit)
+        return true
     }
 
     private static func slowConsumer(_ limit: Int) -> [UInt8] {
@@ -325,16 +354,16 @@ final class EventStream: Sendable {
                 return (Self.joined(frames), nil, true)
             }
         }
-        let (frames, ending, dropped) = state.withLock { state -> ([ByteBuffer], [UInt8]?, Int) in
-            let taken = (state.frames, state.ending, state.dropped)
-            state.frames = []
-            state.bytes = 0
+        let (bytes, count, ending, dropped) = state.withLock { state -> (ByteBuffer?, Int, [UInt8]?, Int) in
+            let taken = (state.buffered, state.bufferedFrames, state.ending, state.dropped)
+            state.buffered = nil
+            state.bufferedFrames = 0
             state.dropped = 0
             return taken
         }
-        if !frames.isEmpty { counters?.delivered.increment(by: frames.count) }
+        if count > 0 { counters?.delivered.increment(by: count) }
         if dropped > 0 { counters?.dropped.increment(by: dropped) }
-        return (Self.joined(frames), ending, false)
+        return (bytes, ending, false)
     }
 
     /// One frame as it is (the shared buffer); several copied into one buffer; `nil` for none.
