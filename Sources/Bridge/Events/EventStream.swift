@@ -51,11 +51,12 @@ public struct StreamFilter: Sendable {
 /// the buffer overflow is cut off with a final event; memory never grows past the bound.
 final class EventStream: Sendable {
     struct State: Sendable {
-        /// The live frames not yet written, as one buffer: a single frame is the shared buffer
-        /// itself; a second is appended to a copy (once per stream and turn of the writer, with
-        /// no array of frames to allocate per event).
-        var buffered: ByteBuffer?
-        var bufferedFrames = 0
+        /// The live frames not yet written, each the buffer shared by every stream (a reader
+        /// that lags holds references, not copies): the first on its own, so a reader that keeps
+        /// up (one frame per turn of its writer) allocates no array; the rest after it.
+        var first: ByteBuffer?
+        var more: [ByteBuffer] = []
+        var bytes = 0
         var dropped = 0
         /// The last frame to write before closing (overflow, session ended).
         var ending: [UInt8]?
@@ -282,30 +283,18 @@ final class EventStream: Sendable {
             state.dropped += 1
             return false
         }
-        guard var buffered = state.buffered else {
-            guard frame.readableBytes <= limit else { return cut(&state, limit: limit, adding: 1) }
-            state.buffered = frame
-            state.bufferedFrames = 1
+        let wasEmpty = state.first == nil
+        if wasEmpty { state.first = frame } else { state.more.append(frame) }
+        state.bytes += frame.readableBytes
+        guard state.bytes <= limit else {
+            state.dropped += 1 + state.more.count
+            state.first = nil
+            state.more = []
+            state.bytes = 0
+            state.ending = slowConsumer(limit)
             return true
         }
-        guard buffered.readableBytes + frame.readableBytes <= limit else { return cut(&state, limit: limit, adding: 1) }
-        // Taken out first, so the append copies only while the buffer is the shared frame.
-        state.buffered = nil
-        var frame = frame
-        buffered.writeBuffer(&frame)
-        state.buffered = buffered
-        state.bufferedFrames += 1
-        return false
-    }
-
-    /// The buffer passed the limit: its frames (and `adding` more) are dropped and the stream
-    /// ends with a reason. Returns `true`: the writer is woken to write it.
-    private static func cut(_ state: inout State, limit: Int, adding: Int) -> Bool {
-        state.dropped += state.bufferedFrames + adding
-        state.buffered = nil
-        state.bufferedFrames = 0
-        state.ending = slowConsumer(limit)
-        return true
+        return wasEmpty
     }
 
     private static func slowConsumer(_ limit: Int) -> [UInt8] {
@@ -354,16 +343,18 @@ final class EventStream: Sendable {
                 return (Self.joined(frames), nil, true)
             }
         }
-        let (bytes, count, ending, dropped) = state.withLock { state -> (ByteBuffer?, Int, [UInt8]?, Int) in
-            let taken = (state.buffered, state.bufferedFrames, state.ending, state.dropped)
-            state.buffered = nil
-            state.bufferedFrames = 0
+        let (first, more, ending, dropped) = state.withLock { state -> (ByteBuffer?, [ByteBuffer], [UInt8]?, Int) in
+            let taken = (state.first, state.more, state.ending, state.dropped)
+            state.first = nil
+            state.more = []
+            state.bytes = 0
             state.dropped = 0
             return taken
         }
-        if count > 0 { counters?.delivered.increment(by: count) }
         if dropped > 0 { counters?.dropped.increment(by: dropped) }
-        return (bytes, ending, false)
+        guard let first else { return (nil, ending, false) }
+        counters?.delivered.increment(by: 1 + more.count)
+        return (more.isEmpty ? first : Self.joined([first] + more), ending, false)
     }
 
     /// One frame as it is (the shared buffer); several copied into one buffer; `nil` for none.
