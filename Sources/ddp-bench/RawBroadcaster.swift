@@ -23,8 +23,8 @@ final class RawBroadcaster: Sendable {
     private final class LoopReaders: Sendable {
         struct State {
             var channels: [ObjectIdentifier: any Channel] = [:]
+            /// Bytes pending; a write job is due while there are any (a frame is never empty).
             var pending = ByteBuffer()
-            var scheduled = false
         }
         let loop: any EventLoop
         private let state = NIOLockedValueBox(State())
@@ -38,9 +38,8 @@ final class RawBroadcaster: Sendable {
         func broadcast(_ frame: ByteBuffer) {
             let schedule = state.withLockedValue { state in
                 var frame = frame
-                state.pending.writeBuffer(&frame)
-                defer { state.scheduled = true }
-                return !state.scheduled
+                defer { state.pending.writeBuffer(&frame) }
+                return state.pending.readableBytes == 0
             }
             if schedule { loop.execute { self.write() } }
         }
@@ -48,10 +47,7 @@ final class RawBroadcaster: Sendable {
         /// On the loop: everything pending, one write per reader.
         private func write() {
             let (channels, bytes) = state.withLockedValue { state in
-                defer {
-                    state.pending = ByteBuffer()
-                    state.scheduled = false
-                }
+                defer { state.pending = ByteBuffer() }
                 return (Array(state.channels.values), state.pending)
             }
             guard bytes.readableBytes > 0 else { return }
