@@ -51,8 +51,9 @@ import Testing
 
 /// The event loops' lateness: what says whether anything holds a loop.
 @Suite struct EventLoopLatenessTests {
-    /// Work that holds a loop shows in the metric: a loop held for 300 ms runs its timer about
-    /// that late, and the largest lateness and the histogram say so.
+    /// Work that holds a loop shows in the metric: a loop kept running for 300 ms runs its timer
+    /// about that late, and the largest lateness, the time held and the histogram say so; a loop
+    /// whose thread sleeps for 300 ms (as on a lock) is as late, and that shows as blocked.
     @Test func aLoopHeldByWorkShowsInTheLatenessMetric() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         try await BridgeHarness.run(configure: { $0.eventLoopGroup = group }) { h in
@@ -60,10 +61,10 @@ import Testing
             #expect(before >= 0 && before < 0.3, "the largest lateness before the loop was held: \(before)")
             let loop = group.next()
             // What a data-sized job that does not yield would do to the loop (the hold is the test's load).
-            try await loop.submit { usleep(300_000) }.get()
+            try await loop.submit { Self.spin(for: .milliseconds(300)) }.get()
             // The timer was due during the hold; anything due after it runs after the timer did.
             try await loop.scheduleTask(in: .milliseconds(50)) {}.futureResult.get()
-            let text = try await h.request(.get, "/metrics").text
+            var text = try await h.request(.get, "/metrics").text
             let largest = metricSample(text, "ddp_bridge_event_loop_lateness_max_seconds") ?? 0
             #expect(largest >= 0.25 && largest < 5, "the largest lateness after a 300 ms hold: \(largest)")
             // A loop held by work, not one waiting for a core: the time held is about the lateness.
@@ -72,16 +73,45 @@ import Testing
             let ticks = metricSample(text, "ddp_bridge_event_loop_lateness_seconds_count") ?? 0
             let punctual = metricSample(text, #"ddp_bridge_event_loop_lateness_seconds_bucket{le="0.25"}"#) ?? 0
             #expect(ticks > punctual && punctual >= 0, "ticks \(ticks), within 250 ms \(punctual)")
+            #expect((metricSample(text, "ddp_bridge_event_loop_blocked_max_seconds") ?? 1) < 0.2)
+
+            // The loop's thread asleep, not running: as late, but blocked rather than held.
+            try await loop.submit { usleep(300_000) }.get()
+            try await loop.scheduleTask(in: .milliseconds(50)) {}.futureResult.get()
+            text = try await h.request(.get, "/metrics").text
+            let blocked = metricSample(text, "ddp_bridge_event_loop_blocked_max_seconds") ?? 0
+            #expect(blocked >= 0.2 && blocked < 5, "blocked \(blocked)")
+            #expect((metricSample(text, "ddp_bridge_event_loop_held_max_seconds") ?? 1) == held, "the sleep added nothing held")
         }
         try await group.shutdownGracefully()
+    }
+
+    /// Keeps the calling thread running (not asleep) for `duration`.
+    private static func spin(for duration: Duration) {
+        let end = ContinuousClock.now + duration
+        var turns = 0
+        while ContinuousClock.now < end { turns &+= 1 }
     }
 
     @Test func latenessIsHowFarPastItsDueTimeATickRan() {
         let due = NIODeadline.uptimeNanoseconds(1_000_000_000)
         #expect(EventLoopLateness.lateness(due: due, now: due + .milliseconds(7)) == .milliseconds(7))
         #expect(EventLoopLateness.lateness(due: due, now: due - .milliseconds(1)) == .zero)
-        // What the loop's thread spent waiting for a core is the machine's, not the loop's work.
-        #expect(EventLoopLateness.held(late: .milliseconds(80), waited: .milliseconds(70)) == .milliseconds(10))
-        #expect(EventLoopLateness.held(late: .milliseconds(20), waited: .milliseconds(30)) == .zero)
+    }
+
+    /// What the loop's thread spent waiting for a core is the machine's; of the rest, no more than
+    /// the thread ran is the loop's work, and what is left it spent off any core.
+    @Test func aTicksLatenessSplitsIntoWaitingRunningAndBlocked() {
+        typealias Split = EventLoopLateness.Split
+        func split(_ late: Int64, waited: Int64, ran: Int64) -> Split {
+            EventLoopLateness.split(late: .milliseconds(late), waited: .milliseconds(waited), ran: .milliseconds(ran))
+        }
+        #expect(split(80, waited: 70, ran: 100) == Split(waited: .milliseconds(70), held: .milliseconds(10), blocked: .zero))
+        #expect(split(20, waited: 30, ran: 5) == Split(waited: .milliseconds(20), held: .zero, blocked: .zero))
+        #expect(split(80, waited: 0, ran: 15) == Split(waited: .zero, held: .milliseconds(15), blocked: .milliseconds(65)))
+        #expect(split(80, waited: 10, ran: 0) == Split(waited: .milliseconds(10), held: .zero, blocked: .milliseconds(70)))
+        #expect(split(0, waited: 3, ran: 3) == Split(waited: .zero, held: .zero, blocked: .zero))
+        // Counters read out of order never make a part negative.
+        #expect(split(40, waited: -5, ran: -5) == Split(waited: .zero, held: .zero, blocked: .milliseconds(40)))
     }
 }
