@@ -46,6 +46,7 @@ var failures: [String] = []
 /// Runs one part when it was asked for; a part that fails is reported, and the next one runs.
 @MainActor func part(_ name: String, _ body: @MainActor () async throws -> Void) async {
     guard parts.contains(name) else { return }
+    if !smoke { say(await HarnessLoad.sample(over: .seconds(1)).description) }
     do {
         try await body()
     } catch {
