@@ -62,6 +62,7 @@ struct BridgeProcess: Sendable {
                 port = Int(text[range].split(separator: ":").last ?? "") ?? 0
             }
         }
+        Priority.level(process.processIdentifier)
         try await Task.sleep(for: .seconds(1))
         return BridgeProcess(process: process, port: port, pipe: pipe, output: output)
     }

@@ -87,6 +87,7 @@ struct NginxProcess {
                 if let reply = try? await HTTP.request(port: port, .GET, "/ready"), reply.status == 204, nginx.workers.count == 2 { break }
                 try await Task.sleep(for: .milliseconds(50))
             }
+            for pid in [process.processIdentifier] + nginx.workers { Priority.level(pid) }
         } catch {
             nginx.stop(removingFolder: false)
             throw error

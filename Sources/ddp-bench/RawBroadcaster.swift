@@ -255,6 +255,7 @@ final class RawBroadcaster: Sendable {
             try process.run()
             do {
                 let port = try await wait(for: "port", in: lines, of: process, within: .seconds(30))
+                Priority.level(process.processIdentifier)
                 return Child(process: process, port: port, input: input, output: output, lines: lines)
             } catch {
                 Child(process: process, port: 0, input: input, output: output, lines: lines).stop()

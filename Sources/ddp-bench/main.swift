@@ -17,6 +17,9 @@ if CommandLine.arguments.dropFirst().first == RawBroadcaster.serveArgument {
     }
 }
 
+// Read on the first thread, before any other exists: the priority every measurement runs at.
+_ = Priority.reference
+
 let options: BenchOptions
 do {
     options = try BenchOptions(Array(CommandLine.arguments.dropFirst()))
@@ -46,6 +49,7 @@ var failures: [String] = []
 /// Runs one part when it was asked for; a part that fails is reported, and the next one runs.
 @MainActor func part(_ name: String, _ body: @MainActor () async throws -> Void) async {
     guard parts.contains(name) else { return }
+    Priority.levelOwn()
     if !smoke { say(await HarnessLoad.sample(over: .seconds(1)).description) }
     do {
         try await body()
