@@ -23,16 +23,15 @@ struct HarnessLoad: CustomStringConvertible {
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         return HarnessLoad(
             cores: seconds > 0 ? (cpuSeconds() - before) / seconds : 0,
-            threads: (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1,
+            threads: Priority.threads(of: "self").count,
             openFiles: (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1,
             nice: threadNiceValues())
     }
 
     /// Each thread's nice value (the 19th field of Linux's `/proc/self/task/N/stat`), distinct, sorted.
     private static func threadNiceValues() -> [Int] {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         var values = Set<Int>()
-        for task in tasks {
+        for task in Priority.threads(of: "self") {
             guard let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
                 let end = stat.lastIndex(of: ")")
             else { continue }

@@ -23,39 +23,6 @@ enum LoadRun {
         var niceGenerator = true
     }
 
-    /// Nice 10 for every thread of this process (Linux keeps a nice value per thread; threads
-    /// made later inherit it from the one that makes them). Returns the nice value each had.
-    static func lowerOwnPriority() -> [id_t: Int32] {
-        var original: [id_t: Int32] = [:]
-        for tid in ownThreads() {
-            errno = 0
-            let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid)
-            if errno == 0 { original[tid] = nice }
-            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, 10)
-        }
-        return original
-    }
-
-    /// Gives this process's threads back their priority after the load run: the parts after it
-    /// (their readers in this process, their servers started from it) must not run at nice 10
-    /// beside processes at the ordinary priority. A thread made meanwhile gets the most common
-    /// value of the others. Says so when a thread cannot be set (raising a priority again needs
-    /// privileges an ordinary user may not have).
-    static func restoreOwnPriority(_ original: [id_t: Int32]) {
-        let common = Dictionary(grouping: original.values, by: { $0 }).max { $0.value.count < $1.value.count }?.key ?? 0
-        var failed = 0
-        for tid in ownThreads() where setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, original[tid] ?? common) != 0 {
-            failed += 1
-        }
-        guard failed > 0 else { return }
-        FileHandle.standardError.write(
-            Data("ddp-bench: could not give \(failed) of the harness's threads their priority back; parts after the load part run at nice 10\n".utf8))
-    }
-
-    private static func ownThreads() -> [id_t] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap { id_t($0) }
-    }
-
     struct Outcome: Sendable {
         var sessionsPerSecond = 0.0
         var healthSamples: [Double] = []  // milliseconds
@@ -72,10 +39,15 @@ enum LoadRun {
     static func run(upstream: String, plan: Plan) async throws -> Outcome {
         let bridge = try await BridgeProcess.start(upstream: upstream, arguments: ["--max-subscriptions-per-session", "10"])
         defer { bridge.stop() }
-        if plan.niceGenerator {
-            let nice = lowerOwnPriority()
-            defer { restoreOwnPriority(nice) }
-            return try await generate(plan: plan, bridge: bridge)
+        guard plan.niceGenerator else { return try await generate(plan: plan, bridge: bridge) }
+        // Nice 10 for every thread of this process (threads made later inherit it), then the
+        // measurement's priority back: the parts after this one (their readers in this process,
+        // their servers started from it) must not run at nice 10 beside processes that do not.
+        Priority.setOwn(10)
+        defer {
+            if !Priority.levelOwn() {
+                FileHandle.standardError.write(Data("ddp-bench: could not give the harness its priority back; later parts may run at nice 10\n".utf8))
+            }
         }
         return try await generate(plan: plan, bridge: bridge)
     }

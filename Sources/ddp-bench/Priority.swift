@@ -17,17 +17,23 @@ enum Priority {
         return errno == 0 ? nice : 0
     }()
 
-    /// Every thread of the harness at ``reference``.
-    static func levelOwn() { level(threadsOf: "self") }
+    /// Every thread of the harness at ``reference``; false when one could not be set (raising a
+    /// priority again needs privileges an ordinary user may not have).
+    @discardableResult static func levelOwn() -> Bool { set(threadsOf: "self", to: reference) }
 
     /// Every thread of process `pid` (one the harness started) at ``reference``; the threads it
     /// makes later inherit the value.
-    static func level(_ pid: Int32) { level(threadsOf: String(pid)) }
+    static func level(_ pid: Int32) { set(threadsOf: String(pid), to: reference) }
 
-    private static func level(threadsOf process: String) {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/task")) ?? []
-        for task in tasks {
-            if let tid = id_t(task) { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, reference) }
-        }
+    /// Every thread of the harness at `nice`.
+    static func setOwn(_ nice: Int32) { set(threadsOf: "self", to: nice) }
+
+    /// The ids of a process's threads (`self` for the harness's own), from Linux's `/proc`.
+    static func threads(of process: String) -> [id_t] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/task")) ?? []).compactMap { id_t($0) }
+    }
+
+    @discardableResult private static func set(threadsOf process: String, to nice: Int32) -> Bool {
+        threads(of: process).reduce(true) { all, tid in setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, nice) == 0 && all }
     }
 }

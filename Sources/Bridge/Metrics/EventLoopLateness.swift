@@ -50,9 +50,6 @@ final class EventLoopLateness: Service, Sendable {
         blocked = Measure(label: "ddp_bridge_event_loop_blocked", factory: factory)
     }
 
-    /// The largest lateness, time held and time blocked seen on any loop since start.
-    var largest: (lateness: TimeAmount, held: TimeAmount, blocked: TimeAmount) { (lateness.largest, held.largest, blocked.largest) }
-
     /// A loop's previous tick: when the next is due, and its thread's scheduling by then.
     private struct Tick {
         var due: NIODeadline
@@ -148,8 +145,6 @@ final class EventLoopLateness: Service, Sendable {
             maximum = CoreMetrics.Gauge(label: label + "_max_seconds", factory: factory)
             maximum.record(0)
         }
-
-        var largest: TimeAmount { value.withLockedValue { $0 } }
 
         func record(_ amount: TimeAmount) {
             histogram.recordNanoseconds(amount.nanoseconds)
