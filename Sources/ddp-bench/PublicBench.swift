@@ -18,8 +18,11 @@ enum PublicBench {
         /// Events delivered to all readers, and the time from the ticker's start to the last one.
         let events: Int
         let deliverySeconds: Double
-        /// Every reader saw the same number of events (each event goes to all), none was cut.
+        /// Every reader saw the same number of events (each event goes to all), the last change
+        /// among them, and none was cut.
         let everyReaderGotEverything: Bool
+        /// Readers that got the last change before the deadline.
+        let readersWithFinal: Int
         /// Milliseconds from the upstream's send to a sampled reader's receipt, sorted.
         let latencies: [Double]
         /// Bytes of one change's `data:` as the readers got it (the nchan part publishes as much).
@@ -49,7 +52,9 @@ enum PublicBench {
         let milliseconds = startAfter.wholeMilliseconds
         let path = "/v1/public/events?subscribe=ticker&params=%5B\(rate),\(count),true,\(milliseconds)%5D&collections=ticks"
         // The first reader makes the upstream connection and subscription; the ticker's clock starts.
-        let first = try await SSEConsumer.open(port: bridge.port, path, token: "", counting: "changed", stampField: true)
+        // Each reader notes the last change's `n` (consolidated changes arrive as fewer events).
+        let final = "\"n\":\(count)"
+        let first = try await SSEConsumer.open(port: bridge.port, path, token: "", counting: "changed", stampField: true, final: final)
         try await first.waitUntilOpen()
         let tickerStarts = ContinuousClock.now + startAfter
         try await Task.sleep(for: .milliseconds(300))
@@ -59,7 +64,7 @@ enum PublicBench {
         var crowd = ReaderCrowd(first: first)
         defer { crowd.close() }
         let openStart = ContinuousClock.now
-        try await crowd.grow(to: readers, port: bridge.port, path: path, counting: "changed", sampleEvery: sampleEvery)
+        try await crowd.grow(to: readers, port: bridge.port, path: path, counting: "changed", sampleEvery: sampleEvery, final: final)
         let openSeconds = (ContinuousClock.now - openStart).seconds
         try await Task.sleep(for: .milliseconds(500))
         let rssAfter = bridge.rssKiB
@@ -76,15 +81,15 @@ enum PublicBench {
         guard ContinuousClock.now < tickerStarts else {
             throw BenchError("opening \(readers) readers took longer than the ticker's start delay (\(startAfter)); raise it")
         }
-        // Then the changes: wait until nothing has arrived for a second (consolidated changes
-        // arrive as fewer events), bounded.
-        try await crowd.waitForDelivery(deadline: tickerStarts + .seconds(Double(count) / Double(rate) + 120))
+        // Then the changes: wait until every reader has the last one, bounded.
+        try await crowd.waitForDelivery(deadline: tickerStarts + .seconds(Double(count) / Double(rate) + 120), untilFinal: true)
         let delivery = crowd.delivery(since: tickerStarts)
         return Result(
             readers: readers, openSeconds: openSeconds, kibPerReader: Double(rssAfter - rssBefore) / Double(max(readers - 1, 1)),
             kibPerIdleConnection: kibPerIdleConnection,
             upstreamConnections: connections, upstreamSubscriptions: subscriptions, events: delivery.events,
-            deliverySeconds: delivery.seconds, everyReaderGotEverything: delivery.everyReaderGotEverything, latencies: delivery.latencies,
+            deliverySeconds: delivery.seconds, everyReaderGotEverything: delivery.everyReaderGotEverything && delivery.final == readers,
+            readersWithFinal: delivery.final, latencies: delivery.latencies,
             eventDataBytes: delivery.dataBytes)
     }
 }

@@ -16,6 +16,8 @@ struct ReaderCrowd {
         let complete: Int
         /// Streams that ended (closed by the server or cut) before the count was taken.
         let closed: Int
+        /// Readers that got the last change (its mark, when the readers look for one).
+        let final: Int
         /// Milliseconds from the stamp to a sampled reader's receipt, sorted.
         let latencies: [Double]
         /// Bytes of a counted event's `data:` at a sampled reader.
@@ -32,12 +34,14 @@ struct ReaderCrowd {
     /// Opens readers of `GET path` until there are `total`, `batch` at a time (each batch open before
     /// the next starts, each reader within `timeout`); every `sampleEvery`-th one time-stamps its events.
     mutating func grow(
-        to total: Int, port: Int, path: String, counting: String, sampleEvery: Int, batch: Int = 250, timeout: Duration = .seconds(60)
+        to total: Int, port: Int, path: String, counting: String, sampleEvery: Int, final: String? = nil, batch: Int = 250,
+        timeout: Duration = .seconds(60)
     ) async throws {
         while readers.count < total {
             var opening: [SSEConsumer] = []
             for i in readers.count..<min(total, readers.count + batch) {
-                opening.append(try await SSEConsumer.open(port: port, path, token: "", counting: counting, stampField: i % sampleEvery == 0))
+                opening.append(
+                    try await SSEConsumer.open(port: port, path, token: "", counting: counting, stampField: i % sampleEvery == 0, final: final))
             }
             for consumer in opening { try await consumer.waitUntilOpen(timeout: timeout) }
             readers += opening
@@ -48,11 +52,13 @@ struct ReaderCrowd {
     var counted: Int { readers.reduce(0) { $0 + $1.snapshot.counted } }
 
     /// Waits, polling every 100 ms until `deadline`, for delivery to end: `finished()` holds (say,
-    /// the publisher is done), something has arrived and nothing more for `quiet`, or every reader
-    /// has counted `expected` events.
-    func waitForDelivery(deadline: ContinuousClock.Instant, quiet: Duration = .seconds(1), expected: Int? = nil, finished: () -> Bool = { true })
-        async throws
-    {
+    /// the publisher is done), and every reader has counted `expected` events, or has got the last
+    /// change's mark (`untilFinal`: the readers were opened with one), or (neither given) something
+    /// has arrived and nothing more for `quiet`.
+    func waitForDelivery(
+        deadline: ContinuousClock.Instant, quiet: Duration = .seconds(1), expected: Int? = nil, untilFinal: Bool = false,
+        finished: () -> Bool = { true }
+    ) async throws {
         let all = expected.map { $0 * readers.count }
         var quietSince = ContinuousClock.now
         var last = -1
@@ -65,6 +71,10 @@ struct ReaderCrowd {
             }
             guard finished() else { continue }
             if let all, seen >= all { break }
+            if untilFinal {
+                if readers.allSatisfy({ $0.snapshot.sawFinal }) { break }
+                continue
+            }
             if seen > 0, ContinuousClock.now - quietSince > quiet { break }
         }
     }
@@ -76,7 +86,7 @@ struct ReaderCrowd {
         return Delivery(
             events: counts.reduce(0) { $0 + $1.counted }, seconds: max((lastArrival - start).seconds, 0.001),
             perReader: Set(counts.map(\.counted)), complete: expected.map { n in counts.filter { $0.counted == n }.count } ?? counts.count,
-            closed: counts.filter(\.closed).count, latencies: counts.flatMap(\.latencies).map { $0 / 1000 }.sorted(),
+            closed: counts.filter(\.closed).count, final: counts.filter(\.sawFinal).count, latencies: counts.flatMap(\.latencies).map { $0 / 1000 }.sorted(),
             dataBytes: counts.compactMap(\.lastDataBytes).max())
     }
 

@@ -24,6 +24,8 @@ final class SSEConsumer: Sendable {
         var lastDataBytes: Int?
         var status = 0
         var closed = false
+        /// The stream carried the `final` bytes (the last change's mark) at some point.
+        var sawFinal = false
     }
 
     let counts = NIOLockedValueBox(Counts())
@@ -34,9 +36,10 @@ final class SSEConsumer: Sendable {
     /// Opens `GET path` and counts events named `counting`; with `stampField`, records for each
     /// such event the microseconds between the stamp in its data and its arrival.
     /// With `slow`, the socket is read only when ``readOnce()`` is called (a consumer that falls behind).
-    static func open(port: Int, _ path: String, token: String, counting: String, stampField: Bool = false, slow: Bool = false) async throws
-        -> SSEConsumer
-    {
+    /// With `final`, notes when those bytes (say, the last change's `"n":3000`) arrive.
+    static func open(
+        port: Int, _ path: String, token: String, counting: String, stampField: Bool = false, slow: Bool = false, final: String? = nil
+    ) async throws -> SSEConsumer {
         let handlerBox = NIOLockedValueBox<SSEHandler?>(nil)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.autoRead, value: !slow)
@@ -44,7 +47,7 @@ final class SSEConsumer: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    let handler = SSEHandler(counting: Array(counting.utf8), stamp: stampField)
+                    let handler = SSEHandler(counting: Array(counting.utf8), stamp: stampField, final: final.map { Array($0.utf8) })
                     handlerBox.withLockedValue { $0 = handler }
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
@@ -84,6 +87,8 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
     weak var consumer: SSEConsumer?
     let counting: [UInt8]
     let stamp: Bool
+    let final: [UInt8]?
+    private var sawFinal = false
     private var line: [UInt8] = []
     private var name: [UInt8] = []
     private var data: [UInt8] = []
@@ -91,9 +96,10 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
     private var pendingLatencies: [Double] = []
     private var pendingDataBytes: Int?
 
-    init(counting: [UInt8], stamp: Bool) {
+    init(counting: [UInt8], stamp: Bool, final: [UInt8]?) {
         self.counting = counting
         self.stamp = stamp
+        self.final = final
         line.reserveCapacity(256)
     }
 
@@ -134,6 +140,7 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
         let needle = self.needle
         bytes.withUnsafeBufferPointer { all in
             guard let base = all.baseAddress else { return }
+            if !sawFinal, let final, Self.find(final, in: UnsafeRawBufferPointer(all)) { sawFinal = true }
             var offset = 0
             while offset < all.count, let hit = memchr(base + offset, 0x0A, all.count - offset) {
                 let position = base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
@@ -144,7 +151,20 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
                 offset = position + 1
             }
         }
-        carry = Array(bytes.suffix(needle.count - 1))
+        carry = Array(bytes.suffix(max(needle.count, final?.count ?? 0) - 1))
+    }
+
+    /// Whether `needle` (not empty) occurs in `bytes`: `memchr` for its first byte, then `memcmp`.
+    static func find(_ needle: [UInt8], in bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress, let head = needle.first, bytes.count >= needle.count else { return false }
+        var offset = 0
+        while offset + needle.count <= bytes.count, let hit = memchr(base + offset, Int32(head), bytes.count - offset) {
+            let position = base.distance(to: UnsafeRawPointer(hit))
+            guard position + needle.count <= bytes.count else { return false }
+            if memcmp(base + position, needle, needle.count) == 0 { return true }
+            offset = position + 1
+        }
+        return false
     }
 
     private static let eventPrefix = Array("event: ".utf8)
@@ -158,6 +178,7 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
                     pendingLatencies.append(Double(DemoDataSet.monotonicMicroseconds() - at))
                 }
                 if stamp { pendingDataBytes = data.count }
+                if !sawFinal, let final, data.withUnsafeBytes({ Self.find(final, in: $0) }) { sawFinal = true }
             }
             name.removeAll(keepingCapacity: true)
             data.removeAll(keepingCapacity: true)
@@ -190,6 +211,7 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
 
     private func flush() {
         guard pendingCounted > 0 else { return }
+        let sawFinal = self.sawFinal
         let now = ContinuousClock.now
         let (counted, latencies, dataBytes) = (pendingCounted, pendingLatencies, pendingDataBytes)
         pendingCounted = 0
@@ -199,6 +221,7 @@ final class SSEHandler: ChannelInboundHandler, @unchecked Sendable {
             counts.counted += counted
             counts.latencies += latencies
             if let dataBytes { counts.lastDataBytes = dataBytes }
+            counts.sawFinal = sawFinal
         }
     }
 }

@@ -339,7 +339,8 @@ await part("public") {
         Figure(
             "public", "aggregate delivery to all readers", aggregate, "events/s",
             note:
-                "\(result.events) events in \(String(format: "%.1f", result.deliverySeconds)) s; every reader got every event: \(result.everyReaderGotEverything)"
+                "\(result.events) events in \(String(format: "%.1f", result.deliverySeconds)) s; \(result.readersWithFinal) of \(result.readers) readers "
+                + "got the last change; every reader got every event: \(result.everyReaderGotEverything)"
         ))
     for p in [50.0, 99.0] {
         figures.append(
