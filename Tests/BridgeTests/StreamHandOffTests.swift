@@ -1,6 +1,9 @@
 import HTTPTypes
 import NIOCore
 import NIOEmbedded
+import Foundation
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
 import NIOHTTPTypes
 import Testing
 
@@ -152,6 +155,85 @@ import Testing
             channel.embeddedEventLoop.run()
             #expect(!handOff.adopt(EventStream(filter: StreamFilter(), limit: 1024)), "a closed connection was taken over")
             #expect(!handOff.takeOver.isTaken)
+        }
+    }
+
+    // MARK: - A GET's own chunks
+
+    /// The writer frames a `GET`'s frames as chunks itself and writes them past the HTTP
+    /// handlers; the head, the last event and the end go through the encoder. The bytes on the
+    /// wire are one well-formed chunked response, in order, whichever way each part went.
+    @Test func aGetsFramesAreChunkedByTheWriterAndTheResponseStaysWellFormed() throws {
+        let handOff = StreamHandOff()
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        let passing = BodyCounter()
+        let channel = EmbeddedChannel(handlers: [HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false), passing])
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        let operations = channel.pipeline.syncOperations
+        try operations.addHandler(StreamAnchor(takeOver: StreamTakeOver()))
+        let large = String(repeating: "x", count: StreamHandOff.copyLimit + 100)
+        let frames = ["data: 1\n\n", "data: \(large)\n\n", "data: 2\n\n"]
+        #expect(StreamAnchor.install(stream, on: channel, framing: .ownChunks, opening: (Parts.eventStream(), ByteBuffer(string: "retry: 1\n\n"))))
+        for frame in frames {
+            stream.enqueue(ByteBuffer(string: frame))
+            channel.embeddedEventLoop.run()
+        }
+        stream.finish(with: Array("event: end\n\n".utf8))
+        channel.embeddedEventLoop.run()
+        var wire = ByteBuffer()
+        while var part = try channel.readOutbound(as: ByteBuffer.self) { wire.writeBuffer(&part) }
+        let bytes = Array(wire.readableBytesView)
+        let crlf: [UInt8] = [0x0D, 0x0A]
+        /// The index of the next CRLF at or after `from`.
+        func lineEnd(_ from: Int) -> Int? {
+            (from..<max(from, bytes.count - 1)).first { bytes[$0] == 0x0D && bytes[$0 + 1] == 0x0A }
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        let headEnd = try #require((0..<bytes.count - 3).first { Array(bytes[$0..<$0 + 4]) == crlf + crlf })
+        #expect(String(decoding: bytes[..<headEnd], as: UTF8.self).lowercased().contains("transfer-encoding: chunked"), "\(text.prefix(300))")
+        // Each chunk: its size in hex, CRLF, the bytes, CRLF; a zero-size chunk ends the body.
+        var at = headEnd + 4
+        var body: [UInt8] = []
+        var chunks = 0
+        while true {
+            let end = try #require(lineEnd(at))
+            let sizeLine = String(decoding: bytes[at..<end], as: UTF8.self)
+            let size = try #require(Int(sizeLine, radix: 16), "a chunk's size line: \(sizeLine)")
+            at = end + 2
+            if size == 0 {
+                #expect(Array(bytes[at...]) == crlf, "nothing after the last chunk")
+                break
+            }
+            try #require(at + size + 2 <= bytes.count)
+            body += bytes[at..<at + size]
+            #expect(Array(bytes[at + size..<at + size + 2]) == crlf, "a chunk's bytes end with CRLF")
+            at += size + 2
+            chunks += 1
+        }
+        let expected = "retry: 1\n\n" + frames.joined() + "event: end\n\n"
+        #expect(body == Array(expected.utf8))
+        #expect(chunks == 5, "one chunk per write: the opening, three frames, the last event")
+        #expect(passing.bodies == 2, "only the opening and the last event went through the HTTP handlers")
+    }
+
+    /// Counts the response bodies that pass it on their way to the socket.
+    final class BodyCounter: ChannelOutboundHandler {
+        typealias OutboundIn = HTTPResponsePart
+        typealias OutboundOut = HTTPResponsePart
+        private(set) var bodies = 0
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            if case .body = unwrapOutboundIn(data) { bodies += 1 }
+            context.write(data, promise: promise)
+        }
+    }
+
+    @Test func aChunksSizeIsWrittenInHex() {
+        for value in [1, 9, 10, 15, 16, 255, 256, 4096, 70_000, Int.max] {
+            var buffer = ByteBuffer()
+            StreamHandOff.writeHex(value, into: &buffer)
+            #expect(String(buffer: buffer) == String(value, radix: 16))
         }
     }
 }

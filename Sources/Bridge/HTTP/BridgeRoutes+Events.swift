@@ -36,7 +36,7 @@ extension BridgeRoutes {
             if let subscription { _ = session.unsubscribe(subscription.id, transient: true) }
             throw error
         }
-        return sseResponse(stream, context) {
+        return sseResponse(stream, request, context) {
             session.detach(stream)
             if let ownedID { _ = session.unsubscribe(ownedID, transient: true) }
         }
@@ -67,7 +67,7 @@ extension BridgeRoutes {
     }
 
     /// An event stream opened on the loop: counted until its connection closes, whose close ends
-    /// it and runs `finally` (as a routed stream's close does, ``sseResponse(_:_:finally:)``), with
+    /// it and runs `finally` (as a routed stream's close does, ``sseResponse(_:_:_:finally:)``), with
     /// the head and first bytes the router's answer has (the `Date` is added where it is written).
     func loopStream(_ stream: EventStream, on channel: any Channel, route: String, finally: @escaping @Sendable () -> Void) -> LoopStream {
         channel.closeFuture.whenComplete { _ in
@@ -118,7 +118,12 @@ extension BridgeRoutes {
     /// before the response starts (the client left while the route waited for the upstream),
     /// Hummingbird never runs the body at all, so without it the stream, its subscription
     /// reference and its reader count would leak.
-    func sseResponse(_ stream: EventStream, _ context: BridgeRequestContext, finally: @escaping @Sendable () -> Void) -> Response {
+    func sseResponse(_ stream: EventStream, _ request: Request, _ context: BridgeRequestContext, finally: @escaping @Sendable () -> Void)
+        -> Response
+    {
+        // A `HEAD` (answered as a `GET` by the router) has its body dropped by the HTTP encoder:
+        // only a `GET`'s writer frames its chunks itself (``StreamHandOff``).
+        let framing: StreamHandOff.Framing = request.method == .get ? .ownChunks : .encoder
         let retry = configuration.streamRetryMilliseconds
         let done = LockedState(false)
         let finish: @Sendable () -> Void = {
@@ -139,7 +144,7 @@ extension BridgeRoutes {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
                 // The connection's event loop writes the stream from here: this task, and the
                 // connection's, end. Shutdown reaches it through `liveStreams`.
-                if await Self.handOff(stream, on: channel, streams: streams) { return }
+                if await Self.handOff(stream, on: channel, framing: framing, streams: streams) { return }
             } catch {
                 // The consumer went away; clean up below.
             }
@@ -153,8 +158,8 @@ extension BridgeRoutes {
 
     /// Gives `stream` to its connection's event loop (``StreamHandOff``), counted in `streams`
     /// until the connection closes; `false` when the connection has no such writer or is gone.
-    static func handOff(_ stream: EventStream, on channel: any Channel, streams: LiveStreams) async -> Bool {
-        let adopted = try? await channel.eventLoop.submit { StreamAnchor.install(stream, on: channel) }.get()
+    static func handOff(_ stream: EventStream, on channel: any Channel, framing: StreamHandOff.Framing, streams: LiveStreams) async -> Bool {
+        let adopted = try? await channel.eventLoop.submit { StreamAnchor.install(stream, on: channel, framing: framing) }.get()
         guard adopted == true else { return false }
         streams.add(stream, until: channel.closeFuture)
         return true

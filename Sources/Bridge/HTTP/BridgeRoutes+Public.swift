@@ -41,7 +41,7 @@ extension BridgeRoutes {
             throw error
         }
         let fanout = self.fanout
-        return sseResponse(stream, context) {
+        return sseResponse(stream, request, context) {
             session.detach(stream)
             fanout.release(session, id)
             fanout.readerLeft(from: address)

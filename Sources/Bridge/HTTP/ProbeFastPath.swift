@@ -69,7 +69,7 @@ struct LoopStream {
 /// It also opens an event stream there when nothing needs waiting for (a public reader of a
 /// subscription that is ready, a stream of a session held here: ``BridgeRoutes/openStreamOnLoop(_:on:)``),
 /// so opening a reader costs no task and no hop to the request path; the stream's writer takes the
-/// connection as it does a routed stream's (``StreamAnchor/install(_:on:opening:)``).
+/// connection as it does a routed stream's (``StreamAnchor/install(_:on:framing:opening:)``).
 ///
 /// It steps in only when it cannot change what the client sees: the connection has no other
 /// request unanswered (so responses stay in order), the request is a plain `GET` of the exact path
@@ -193,12 +193,12 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Hands the connection to an event stream opened here: its writer writes the response's head
-    /// and first bytes and ends the request loop (``StreamAnchor/install(_:on:opening:)``).
+    /// and first bytes and ends the request loop (``StreamAnchor/install(_:on:framing:opening:)``).
     private func start(_ opened: LoopStream, context: ChannelHandlerContext) {
         let channel = context.channel
         var head = opened.head
         head.headerFields[.date] = date.now
-        guard StreamAnchor.install(opened.stream, on: channel, opening: (head, opened.body)) else {
+        guard StreamAnchor.install(opened.stream, on: channel, framing: .ownChunks, opening: (head, opened.body)) else {
             // The connection is going: its close releases what the stream held.
             channel.close(promise: nil)
             return

@@ -76,11 +76,17 @@ struct ProbingHTTP1Channel: ServerChildChannel {
             try operations.addHandler(hangUp, position: .after(probes))
             let hygiene = HTTP1Hygiene()
             try operations.addHandler(hygiene, position: .after(hangUp))
-            // An event stream's writer goes after the anchor (``StreamAnchor/install(_:on:)``).
+            // An event stream's writer goes after the anchor (``StreamAnchor/install(_:on:framing:opening:)``).
             let anchor = StreamAnchor(takeOver: StreamTakeOver())
             try operations.addHandler(anchor, position: .after(hygiene))
             return Value(parts: parts, takeOver: anchor.takeOver)
         }
+    }
+
+    /// The context of the connection's HTTP/1 response encoder (``StreamHandOff`` writes its own
+    /// chunks through it); `nil` when the pipeline has none.
+    static func encoderContext(_ operations: ChannelPipeline.SynchronousOperations) -> ChannelHandlerContext? {
+        try? operations.context(handlerType: HTTPResponseEncoder.self)
     }
 
     func handle(value: Value, logger: Logger) async {

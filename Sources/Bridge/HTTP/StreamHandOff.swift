@@ -33,10 +33,16 @@ final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
     /// request never reached the request loop): the writer writes them, so every handler that
     /// looks at a response sees them as it sees a routed one's, and then ends the request loop,
     /// which waits for a request that will not come (``StreamHandOff/endRequestLoop()``).
-    static func install(_ stream: EventStream, on channel: any Channel, opening: (head: HTTPResponse, body: ByteBuffer)? = nil) -> Bool {
+    ///
+    /// `framing`: who frames the body's chunks (``StreamHandOff/Framing``).
+    static func install(
+        _ stream: EventStream, on channel: any Channel, framing: StreamHandOff.Framing, opening: (head: HTTPResponse, body: ByteBuffer)? = nil
+    ) -> Bool {
         let operations = channel.pipeline.syncOperations
         guard let anchor = try? operations.handler(type: StreamAnchor.self), !anchor.takeOver.isTaken else { return false }
-        let writer = StreamHandOff(takeOver: anchor.takeOver)
+        // The encoder's context: a write through it goes to the handlers before the encoder only.
+        let encoder = framing == .ownChunks ? ProbingHTTP1Channel.encoderContext(operations) : nil
+        let writer = StreamHandOff(takeOver: anchor.takeOver, encoder: encoder)
         do { try operations.addHandler(writer, position: .after(anchor)) } catch { return false }
         if let opening { writer.open(opening.head, opening.body) }
         guard writer.adopt(stream) else { return false }
@@ -66,6 +72,11 @@ final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
 ///   (``EventStreamHangUp`` closes then); the connection's close ends the stream
 ///   (``BridgeRoutes/sseResponse``);
 /// - when the stream ends (its ending frame), the response is ended and the connection closed.
+/// - a `GET`'s frames skip the HTTP handlers: the writer frames each write as a chunk itself and
+///   writes it through the HTTP encoder's context, to the socket's end of the pipeline (the
+///   handlers between, Hummingbird's and NIO's, cost more per write than the socket's own work
+///   did for 10,000 readers of a change). The response's head and end, and the stream's last
+///   event, go through them all as any response's do, so each handler sees a whole response.
 ///
 /// The request loop (``ProbingHTTP1Channel``) sees ``StreamTakeOver`` and ends its task without
 /// closing the connection; what the request loop's writer still sends (the response's end, the
@@ -78,20 +89,34 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
+    /// Who frames a stream's body as HTTP/1.1 chunks.
+    enum Framing {
+        /// The HTTP encoder (a `HEAD`'s, whose body the encoder drops).
+        case encoder
+        /// The writer itself, writing past the HTTP handlers (a `GET`'s).
+        case ownChunks
+    }
+
     let takeOver: StreamTakeOver
+    /// The HTTP encoder's context, when this writer frames its own chunks (``Framing/ownChunks``).
+    private var encoder: ChannelHandlerContext?
     private var context: ChannelHandlerContext?
     private var stream: EventStream?
     /// ``takeOver``'s value, kept here too (read on every write, without an atomic load).
     private var taken = false
     private var ended = false
 
-    init(takeOver: StreamTakeOver = StreamTakeOver()) { self.takeOver = takeOver }
+    init(takeOver: StreamTakeOver = StreamTakeOver(), encoder: ChannelHandlerContext? = nil) {
+        self.takeOver = takeOver
+        self.encoder = encoder
+    }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         release()
         self.context = nil
+        encoder = nil
     }
 
     /// Takes the connection over for `stream` (its head and first frames written already, by the
@@ -141,18 +166,56 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         let (bytes, ending, more) = stream.take()
-        if let bytes { context.write(wrapOutboundOut(.body(bytes)), promise: nil) }
+        if let bytes {
+            if let encoder {
+                Self.writeChunk(bytes, to: encoder)
+            } else {
+                context.write(wrapOutboundOut(.body(bytes)), promise: nil)
+            }
+        }
         if let ending {
             end(with: ending, context: context)
             return
         }
-        if bytes != nil { context.flush() }
+        if bytes != nil { (encoder ?? context).flush() }
         if more {
             // Not `execute`: a loop runs the jobs queued by its jobs before it looks at its
             // sockets again, so a chain of steps would hold them all. A job due a moment later
             // lets the loop poll its sockets (and accept connections) between two steps.
             let writer = NIOLoopBound(self, eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: Self.stepPause) { writer.value.drain() }
+        }
+    }
+
+    /// Writes `bytes` as one HTTP/1.1 chunk through the encoder's `context` (to the handlers
+    /// before it). A small one is copied into a single buffer with its framing (one write, one
+    /// iovec for the socket); a large one (a prelude's page) is written between its framing.
+    static func writeChunk(_ bytes: ByteBuffer, to context: ChannelHandlerContext) {
+        let count = bytes.readableBytes
+        guard count > 0 else { return }
+        var chunk = context.channel.allocator.buffer(capacity: count <= copyLimit ? count + 20 : 20)
+        writeHex(count, into: &chunk)
+        chunk.writeStaticString("\r\n")
+        if count <= copyLimit {
+            chunk.writeImmutableBuffer(bytes)
+            chunk.writeStaticString("\r\n")
+            context.write(NIOAny(chunk), promise: nil)
+            return
+        }
+        context.write(NIOAny(chunk), promise: nil)
+        context.write(NIOAny(bytes), promise: nil)
+        context.write(NIOAny(ByteBuffer(staticString: "\r\n")), promise: nil)
+    }
+
+    /// Writes up to this many bytes into a chunk's own buffer; more are written as they are.
+    static let copyLimit = 4096
+
+    /// `value` (positive) in lower-case hexadecimal digits, as a chunk's size line has it.
+    static func writeHex(_ value: Int, into buffer: inout ByteBuffer) {
+        let digits = (Int.bitWidth - value.leadingZeroBitCount + 3) / 4
+        for shift in stride(from: (max(digits, 1) - 1) * 4, through: 0, by: -4) {
+            let nibble = UInt8((value >> shift) & 0xF)
+            buffer.writeInteger(nibble < 10 ? 0x30 + nibble : 0x57 + nibble)
         }
     }
 
