@@ -86,7 +86,8 @@ struct ReaderCrowd {
         return Delivery(
             events: counts.reduce(0) { $0 + $1.counted }, seconds: max((lastArrival - start).seconds, 0.001),
             perReader: Set(counts.map(\.counted)), complete: expected.map { n in counts.filter { $0.counted == n }.count } ?? counts.count,
-            closed: counts.filter(\.closed).count, final: counts.filter(\.sawFinal).count, latencies: counts.flatMap(\.latencies).map { $0 / 1000 }.sorted(),
+            closed: counts.filter(\.closed).count, final: counts.filter(\.sawFinal).count,
+            latencies: counts.flatMap(\.latencies).map { $0 / 1000 }.sorted(),
             dataBytes: counts.compactMap(\.lastDataBytes).max())
     }
 

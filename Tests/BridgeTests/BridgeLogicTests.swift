@@ -80,6 +80,22 @@ import Testing
         #expect(empty.limit == 7, "empty parameters count as absent")
     }
 
+    /// Without a sort: an ordered collection (`addedBefore`) in its own order, skip and limit
+    /// counted in it; any other by id.
+    @Test func queriesWithoutASortFollowTheCollectionsOrderOrTheIDs() throws {
+        var cache = DocumentCache()
+        _ = cache.apply(.addedBefore(collection: "list", id: "m", fields: ["n": 1], before: nil))
+        _ = cache.apply(.addedBefore(collection: "list", id: "z", fields: ["n": 2], before: "m"))
+        _ = cache.apply(.addedBefore(collection: "list", id: "a", fields: ["n": 3], before: nil))
+        _ = cache.apply(.addedBefore(collection: "list", id: "k", fields: ["n": 4], before: "a"))
+        let all = try DocumentQuery(selector: nil, sort: nil, skip: "1", limit: "2", fields: nil, defaultLimit: 10, maxLimit: 100)
+        let (ordered, count) = all.run(on: cache.collections["list"])
+        #expect(count == 4)
+        #expect(ordered.map { $0["_id"] } == ["m", "k"], "the order is z m k a: skip 1, take 2")
+        for id in ["q", "b", "x", "c"] { _ = cache.apply(.added(collection: "plain", id: id, fields: ["n": 1])) }
+        #expect(all.run(on: cache.collections["plain"]).documents.map { $0["_id"] } == ["c", "q"], "b c q x: skip 1, take 2")
+    }
+
     @Test func routeTableKnowsVerbsPerPath() {
         var table = RouteTable()
         table.add(.get, "/v1/collections/:name")

@@ -1,10 +1,10 @@
+import Foundation
 import HTTPTypes
 import NIOCore
 import NIOEmbedded
-import Foundation
 import NIOHTTP1
-import NIOHTTPTypesHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import Testing
 
 @testable import Bridge
