@@ -193,7 +193,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     static func writeChunk(_ bytes: ByteBuffer, to context: ChannelHandlerContext) {
         let count = bytes.readableBytes
         guard count > 0 else { return }
-        var chunk = context.channel.allocator.buffer(capacity: count <= copyLimit ? count + 20 : 20)
+        var chunk = allocator.buffer(capacity: count <= copyLimit ? count + 20 : 20)
         writeHex(count, into: &chunk)
         chunk.writeStaticString("\r\n")
         if count <= copyLimit {
@@ -206,6 +206,9 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(NIOAny(bytes), promise: nil)
         context.write(NIOAny(ByteBuffer(staticString: "\r\n")), promise: nil)
     }
+
+    /// NIO's allocator, without reaching it through the channel (a retain per write).
+    private static let allocator = ByteBufferAllocator()
 
     /// Writes up to this many bytes into a chunk's own buffer; more are written as they are.
     static let copyLimit = 4096
