@@ -189,32 +189,39 @@ import Testing
             #expect(truth["task-a1"]?["n"] == 120 && truth.count >= 3)
             #expect(received.count == streams)
             for (n, events) in received.enumerated() {
-                var documents: [String: EJSONObject] = [:]
-                var impossible: [String] = []
-                for event in events {
-                    let id = event.json["id"]?.stringValue ?? ""
-                    switch event.event {
-                    case "reset": documents = [:]
-                    case "added":
-                        if documents[id] != nil { impossible.append("added \(id) twice") }
-                        documents[id] = event.json["fields"]?.objectValue ?? [:]
-                    case "changed":
-                        guard var document = documents[id] else {
-                            impossible.append("changed \(id), not held")
-                            continue
-                        }
-                        for field in event.json["fields"]?.objectValue ?? [:] { document[field.key] = field.value }
-                        for name in event.json["cleared"]?.arrayValue ?? [] { document.removeValue(forKey: name.stringValue ?? "") }
-                        documents[id] = document
-                    case "removed":
-                        if documents.removeValue(forKey: id) == nil { impossible.append("removed \(id), not held") }
-                    default: break
-                    }
-                }
+                let (documents, impossible) = Self.replay(events)
                 #expect(impossible.isEmpty, "stream \(n): \(impossible)")
                 #expect(documents == truth, "stream \(n) ends with the session's documents")
             }
         }
+    }
+
+    /// The documents a stream's events leave, and the events that could not have come (an add of
+    /// a document held, a change or removal of one not held).
+    static func replay(_ events: [SSEEvent]) -> (documents: [String: EJSONObject], impossible: [String]) {
+        var documents: [String: EJSONObject] = [:]
+        var impossible: [String] = []
+        for event in events {
+            let id = event.json["id"]?.stringValue ?? ""
+            switch event.event {
+            case "reset": documents = [:]
+            case "added":
+                if documents[id] != nil { impossible.append("added \(id) twice") }
+                documents[id] = event.json["fields"]?.objectValue ?? [:]
+            case "changed":
+                guard var document = documents[id] else {
+                    impossible.append("changed \(id), not held")
+                    continue
+                }
+                for field in event.json["fields"]?.objectValue ?? [:] { document[field.key] = field.value }
+                for name in event.json["cleared"]?.arrayValue ?? [] { document.removeValue(forKey: name.stringValue ?? "") }
+                documents[id] = document
+            case "removed":
+                if documents.removeValue(forKey: id) == nil { impossible.append("removed \(id), not held") }
+            default: break
+            }
+        }
+        return (documents, impossible)
     }
 
     @Test func resumeReplaysWhatWasMissedOrResets() async throws {

@@ -326,6 +326,79 @@ import Testing
         }
     }
 
+    /// Public readers are written by their loop's feed once their writer is known, and got their
+    /// events from the connection directly until then: readers that open one after another (with a
+    /// snapshot, and live from the log) while changes pour in each end with exactly the public
+    /// view's documents, without an event missed or doubled (an add of a document held, a change
+    /// or removal of one not held), and every live reader with every change after it opened.
+    @Test func publicReadersOpenedDuringAChangeStormNeitherMissNorDoubleAnEvent() async throws {
+        try await Self.run { h, port in
+            let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            let readers = 6
+            let (opened, openedOne) = AsyncStream<Void>.makeStream()
+            let written = LockedBox(0)
+            let progress = ChangeSignal()
+            let received = try await withThrowingTaskGroup(of: (snapshot: Bool, events: [SSEEvent]).self) { group in
+                for n in 0..<readers {
+                    // Reader n opens after 8 n writes; even ones with a snapshot, odd ones live.
+                    let snapshot = n % 2 == 0
+                    group.addTask {
+                        try await progress.wait("the storm's first \(8 * n) writes", timeout: .seconds(30)) { written.value >= 8 * n }
+                        let path = "/v1/public/events?subscribe=tasks&collections=tasks" + (snapshot ? "&snapshot=true" : "")
+                        return try await withEventStream(port: port, path, token: nil) { stream in
+                            if snapshot {
+                                try await stream.wait("the snapshot") { $0.contains { $0.event == "snapshot" } }
+                            } else {
+                                try await stream.waitUntilOpen()
+                            }
+                            openedOne.yield()
+                            try await stream.wait("the last change", timeout: .seconds(30)) { events in
+                                events.contains { $0.event == "changed" && $0.json["fields"]?["last"] == true }
+                            }
+                            return (snapshot, await stream.events)
+                        }
+                    }
+                }
+                for n in 1...60 {
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":\#(n)}"#)
+                    written.increment()
+                    progress.signal()
+                    if n % 10 == 0 {
+                        _ = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"storm\#(n)","n":\#(n)}"#)
+                    }
+                    if n % 20 == 0 { _ = try await h.request(.delete, "/v1/collections/tasks/storm\(n - 10)", token: token) }
+                }
+                var count = 0
+                for await _ in opened {
+                    count += 1
+                    if count == readers { break }
+                }
+                _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"last":true}"#)
+                return try await group.reduce(into: [(snapshot: Bool, events: [SSEEvent])]()) { $0.append($1) }
+            }
+            // Every reader has the last write: the public view has every write before it.
+            let read = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&limit=100")
+            var truth: [String: EJSONObject] = [:]
+            for document in read["documents"]?.arrayValue ?? [] {
+                guard var fields = document.objectValue, let id = fields["_id"]?.stringValue else { continue }
+                fields.removeValue(forKey: "_id")
+                truth[id] = fields
+            }
+            #expect(truth["task-a1"]?["last"] == true && truth.count >= 3, "\(truth)")
+            #expect(received.count == readers)
+            for (n, reader) in received.enumerated() {
+                let ids = reader.events.compactMap(\.id)
+                #expect(Set(ids).count == ids.count, "reader \(n) got an event twice")
+                let ticks = reader.events.compactMap { $0.event == "changed" && $0.json["id"] == "task-a1" ? $0.json["fields"]?["n"]?.intValue : nil }
+                #expect(ticks == ticks.sorted(), "reader \(n) got task-a1's changes out of order: \(ticks)")
+                guard reader.snapshot else { continue }
+                let (documents, impossible) = EventStreamTests.replay(reader.events)
+                #expect(impossible.isEmpty, "reader \(n): \(impossible)")
+                #expect(documents == truth, "reader \(n) ends with the public view's documents")
+            }
+        }
+    }
+
     /// The demo's ticker took a NaN rate (`{"$InfNaN":0}`) through its clamp and trapped when it
     /// converted it: any reader allowed its parameters could stop the demo (and every test
     /// server). Now a NaN means the default rate.

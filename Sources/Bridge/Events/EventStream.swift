@@ -37,6 +37,13 @@ public struct StreamFilter: Sendable {
         return true
     }
 
+    /// Whether an event passes the collection and id filters (the live query aside): an event of
+    /// no document always does.
+    func passes(_ event: SessionEvent) -> Bool {
+        guard let collection = event.collection, let id = event.documentID else { return true }
+        return admits(collection: collection, id: id)
+    }
+
     /// Whether a document is in the stream's view, live query included.
     func matches(collection: String, id: String, document: EJSONObject) -> Bool {
         guard admits(collection: collection, id: id) else { return false }
@@ -56,7 +63,12 @@ final class EventStream: Sendable {
         /// up (one frame per turn of its writer) allocates no array; the rest after it.
         var first: ByteBuffer?
         var more: [ByteBuffer] = []
+        /// `first` framed as an HTTP/1.1 chunk already, when it came so from a loop's feed (one
+        /// chunk shared by every reader of the loop): the writer writes it without a copy.
+        var firstChunk: ByteBuffer?
         var bytes = 0
+        /// Events waiting (a piece from a feed may hold several).
+        var count = 0
         var dropped = 0
         /// The last frame to write before closing (overflow, session ended).
         var ending: [UInt8]?
@@ -76,6 +88,8 @@ final class EventStream: Sendable {
         /// is set, a ring is remembered and given to it when it is.
         var waker: StreamWaker?
         var rang = false
+        /// Told the stream's writer once it is known (``whenWriterKnown(_:)``).
+        var onWriter: (@Sendable (EventStream, StreamWaker) -> Void)?
 
         /// The waker to ring now (`nil`: none yet, the ring is remembered).
         mutating func ring() -> StreamWaker? {
@@ -125,10 +139,27 @@ final class EventStream: Sendable {
         if rang { waker?.ring() }
     }
 
+    /// Calls `hook` with the stream and its writer's waker once the writer has taken its
+    /// connection (``StreamHandOff/adopt(_:)``, on the writer's event loop); a session places the
+    /// stream in its loop's feed there (``LoopFeed``). The stream is passed, not captured: a
+    /// stream holding a closure that holds it weakly moved every retain of it to a slow path.
+    func whenWriterKnown(_ hook: @escaping @Sendable (EventStream, StreamWaker) -> Void) {
+        state.withLock { $0.onWriter = hook }
+    }
+
+    /// Called by the writer once it has taken the connection over, on its loop.
+    func writerKnown(_ waker: StreamWaker) {
+        let hook = state.withLock { state in
+            defer { state.onWriter = nil }
+            return state.onWriter
+        }
+        hook?(self, waker)
+    }
+
     /// Routes one session event through the filter (and the live query) into the buffer; the
     /// writer's wake-up, if one is due, joins `wakeups` (rung once for the whole batch).
     func deliver(_ event: SessionEvent, into wakeups: inout Wakeups) {
-        if let collection = event.collection, let id = event.documentID, !filter.admits(collection: collection, id: id) { return }
+        guard filter.passes(event) else { return }
         guard let selector = filter.selector else {
             enqueue(event.frame, into: &wakeups)
             return
@@ -273,24 +304,41 @@ final class EventStream: Sendable {
     /// Adds one frame (the fan-out path: no array per event and stream); the writer's wake-up,
     /// if due, joins `wakeups`.
     func enqueue(_ frame: ByteBuffer, into wakeups: inout Wakeups) {
-        if let waker = state.withLock({ state in Self.append(frame, to: &state, limit: limit) ? state.ring() : nil }) { wakeups.add(waker) }
+        if let waker = state.withLock({ state in Self.append(frame, count: 1, chunk: nil, to: &state, limit: limit) ? state.ring() : nil }) {
+            wakeups.add(waker)
+        }
+    }
+
+    /// Adds `count` events already joined into `frames` (a loop's feed: the same buffer for
+    /// every reader of the loop), with `chunk`, the same bytes framed as an HTTP/1.1 chunk;
+    /// whether the writer must be woken (the caller, on the writer's loop, drains it then).
+    func enqueue(joined frames: ByteBuffer, count: Int, chunk: ByteBuffer?) -> Bool {
+        state.withLock { state in Self.append(frames, count: count, chunk: chunk, to: &state, limit: limit) && state.ring() != nil }
     }
 
     /// Appends under the lock; whether the writer must be woken (the buffer was empty: a
     /// non-empty buffer has a ring pending already, and the writer takes everything).
-    private static func append(_ frame: ByteBuffer, to state: inout State, limit: Int) -> Bool {
+    private static func append(_ frame: ByteBuffer, count: Int, chunk: ByteBuffer?, to state: inout State, limit: Int) -> Bool {
         guard state.ending == nil else {
-            state.dropped += 1
+            state.dropped += count
             return false
         }
         let wasEmpty = state.first == nil
-        if wasEmpty { state.first = frame } else { state.more.append(frame) }
+        if wasEmpty {
+            state.first = frame
+            state.firstChunk = chunk
+        } else {
+            state.more.append(frame)
+        }
         state.bytes += frame.readableBytes
+        state.count += count
         guard state.bytes <= limit else {
-            state.dropped += 1 + state.more.count
+            state.dropped += state.count
             state.first = nil
+            state.firstChunk = nil
             state.more = []
             state.bytes = 0
+            state.count = 0
             state.ending = slowConsumer(limit)
             return true
         }
@@ -319,12 +367,25 @@ final class EventStream: Sendable {
         }?.ring()
     }
 
+    /// What ``take()`` hands the writer.
+    struct Taken {
+        /// The bytes to write (`nil`: none).
+        var bytes: ByteBuffer?
+        /// The same bytes framed as an HTTP/1.1 chunk already, when a loop's feed framed them
+        /// once for all its readers.
+        var chunk: ByteBuffer?
+        /// The last frame: the stream is over after `bytes`.
+        var ending: [UInt8]?
+        /// A step of the prelude was taken and more may follow.
+        var more = false
+    }
+
     /// What the writer sends next: a chunk of the prelude while there is one, else the buffered
     /// live frames (swapped out under the lock), and the ending if the stream is over. One frame
     /// is the shared buffer itself (no copy: the common case of a reader keeping up); several are
     /// copied, outside the lock, into one buffer (one write, one chunk). `more`: a step of the
     /// prelude was taken and more may follow; the writer yields its loop, then calls again.
-    func take() -> (bytes: ByteBuffer?, ending: [UInt8]?, more: Bool) {
+    func take() -> Taken {
         let taken = state.withLock { state -> StreamPrelude? in
             guard state.ending == nil else { return nil }
             defer { state.prelude = nil }
@@ -340,21 +401,24 @@ final class EventStream: Sendable {
             case .frames(let frames):
                 state.withLock { $0.prelude = prelude }
                 counters?.delivered.increment(by: frames.count)
-                return (Self.joined(frames), nil, true)
+                return Taken(bytes: Self.joined(frames), more: true)
             }
         }
-        let (first, more, ending, dropped) = state.withLock { state -> (ByteBuffer?, [ByteBuffer], [UInt8]?, Int) in
-            let taken = (state.first, state.more, state.ending, state.dropped)
+        let (first, chunk, more, count, ending, dropped) = state.withLock { state in
+            let taken = (state.first, state.firstChunk, state.more, state.count, state.ending, state.dropped)
             state.first = nil
+            state.firstChunk = nil
             state.more = []
             state.bytes = 0
+            state.count = 0
             state.dropped = 0
             return taken
         }
         if dropped > 0 { counters?.dropped.increment(by: dropped) }
-        guard let first else { return (nil, ending, false) }
-        counters?.delivered.increment(by: 1 + more.count)
-        return (more.isEmpty ? first : Self.joined([first] + more), ending, false)
+        guard let first else { return Taken(ending: ending) }
+        counters?.delivered.increment(by: count)
+        guard more.isEmpty else { return Taken(bytes: Self.joined([first] + more), ending: ending) }
+        return Taken(bytes: first, chunk: chunk, ending: ending)
     }
 
     /// One frame as it is (the shared buffer); several copied into one buffer; `nil` for none.

@@ -128,9 +128,11 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         clock = stream.clock
         taken = true
         takeOver.take()
-        stream.setWaker(StreamWaker(loop: context.eventLoop, writer: NIOLoopBound(self, eventLoop: context.eventLoop)))
+        let waker = StreamWaker(loop: context.eventLoop, writer: NIOLoopBound(self, eventLoop: context.eventLoop))
+        stream.setWaker(waker)
         try? context.channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: Self.socketSendBuffer)
         context.read()
+        stream.writerKnown(waker)
         return true
     }
 
@@ -165,10 +167,15 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
             }
             return
         }
-        let (bytes, ending, more) = stream.take()
+        let taken = stream.take()
+        let (bytes, ending, more) = (taken.bytes, taken.ending, taken.more)
         if let bytes {
             if let encoder {
-                Self.writeChunk(bytes, to: encoder)
+                if let chunk = taken.chunk {
+                    encoder.write(NIOAny(chunk), promise: nil)
+                } else {
+                    Self.writeChunk(bytes, to: encoder)
+                }
             } else {
                 context.write(wrapOutboundOut(.body(bytes)), promise: nil)
             }
@@ -205,6 +212,17 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(NIOAny(chunk), promise: nil)
         context.write(NIOAny(bytes), promise: nil)
         context.write(NIOAny(ByteBuffer(staticString: "\r\n")), promise: nil)
+    }
+
+    /// `bytes` (not empty) framed as one HTTP/1.1 chunk, in a buffer of its own: what a loop's
+    /// feed makes once for all the readers it writes (``LoopFeed``).
+    static func chunk(_ bytes: ByteBuffer) -> ByteBuffer {
+        var chunk = allocator.buffer(capacity: bytes.readableBytes + 20)
+        writeHex(bytes.readableBytes, into: &chunk)
+        chunk.writeStaticString("\r\n")
+        chunk.writeImmutableBuffer(bytes)
+        chunk.writeStaticString("\r\n")
+        return chunk
     }
 
     /// NIO's allocator, without reaching it through the channel (a retain per write).

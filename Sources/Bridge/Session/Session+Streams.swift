@@ -9,7 +9,7 @@ extension Session {
     /// A comment line to every open stream, so proxies keep idle streams open (the registry
     /// calls this for all sessions: one task, rather than one per stream).
     func heartbeat() {
-        let streams = state.withLock { Array($0.streams.values) }
+        let streams = state.withLock { $0.streams.values.map(\.stream) }
         var wakeups = Wakeups()
         for stream in streams { stream.enqueue(SSEFrame.heartbeatBuffer, into: &wakeups) }
         wakeups.ring()
@@ -61,7 +61,7 @@ extension Session {
                     }
                 }
                 if let prelude { stream.start(with: prelude) }
-                Session.register(stream, in: &state)
+                register(stream, in: &state)
             }
         }
     }
@@ -87,17 +87,45 @@ extension Session {
             }
             guard (try? state.machine.admitStream(limit: configuration.maxStreamsPerSession)) != nil else { return false }
             if let prelude { stream.start(with: prelude) }
-            Session.register(stream, in: &state)
+            register(stream, in: &state)
             return true
         }
     }
 
-    /// A stream admitted and started joins the session's streams.
-    private static func register(_ stream: EventStream, in state: inout State) {
+    /// A stream admitted and started joins the session's streams. A public pool connection's
+    /// stream without a live query goes to its writer's loop's feed once that writer is known.
+    private func register(_ stream: EventStream, in state: inout State) {
         // The login was lost since the stream was admitted: it gets the same last event.
         if let ending = state.machine.lostLoginEnding { stream.finish(with: ending) }
-        state.streams[state.nextStream] = stream
-        state.nextStream += 1
+        let id = ObjectIdentifier(stream)
+        state.streams[id] = StreamEntry(stream: stream)
+        state.direct[id] = stream
+        if case .publicPool = owner, stream.filter.selector == nil {
+            stream.whenWriterKnown { [weak self] stream, waker in self?.place(stream, waker) }
+        }
+    }
+
+    /// Moves a stream to the feed of its writer's loop (``LoopFeed``), on that loop: from now on
+    /// the session posts its events there, once for all the loop's streams. Under the session's
+    /// lock, so each batch reaches the stream either directly (before) or through the feed
+    /// (after), never both, never neither.
+    private func place(_ stream: EventStream, _ waker: StreamWaker) {
+        guard waker.loop.inEventLoop else { return }
+        let id = ObjectIdentifier(stream)
+        let loop = ObjectIdentifier(waker.loop)
+        state.withLock { state in
+            guard state.streams[id]?.feed == nil, state.direct.removeValue(forKey: id) != nil else { return }
+            let feed: LoopFeed
+            if let held = state.feeds[loop] {
+                feed = held.feed
+                state.feeds[loop] = (feed, held.members + 1)
+            } else {
+                feed = LoopFeed(loop: waker.loop)
+                state.feeds[loop] = (feed, 1)
+            }
+            feed.add(stream, writer: waker.writer)
+            state.streams[id]?.feed = feed
+        }
     }
 
     /// The log read a page at a time, under the session's lock (the writer holds no lock then).
@@ -142,9 +170,18 @@ extension Session {
     }
 
     func detach(_ stream: EventStream) {
+        let id = ObjectIdentifier(stream)
         state.withLock { state in
-            guard let key = state.streams.first(where: { $0.value === stream })?.key else { return }
-            state.streams[key] = nil
+            guard let entry = state.streams.removeValue(forKey: id) else { return }
+            state.direct[id] = nil
+            if let feed = entry.feed {
+                feed.remove(stream)
+                // A loop with no stream left loses its feed.
+                let loop = ObjectIdentifier(feed.loop)
+                if let held = state.feeds[loop], held.feed === feed {
+                    state.feeds[loop] = held.members > 1 ? (feed, held.members - 1) : nil
+                }
+            }
             state.machine.streamDetached(now: configuration.clock.now)
         }
     }

@@ -17,8 +17,12 @@ public final class Session: Sendable {
     /// (the streams, the suspended requests, the armed timer).
     struct State: Sendable {
         var machine: SessionStateMachine
-        var streams: [Int: EventStream] = [:]
-        var nextStream = 1
+        /// Every open stream, by identity, with the loop's feed that writes it once placed there.
+        var streams: [ObjectIdentifier: StreamEntry] = [:]
+        /// The streams the session delivers to itself (not in a feed).
+        var direct: [ObjectIdentifier: EventStream] = [:]
+        /// The feeds of a public pool connection, by event loop, with how many streams each has.
+        var feeds: [ObjectIdentifier: (feed: LoopFeed, members: Int)] = [:]
         /// Requests waiting for the upstream connection to come up (see ``waitUntilConnected(timeout:)``).
         var connectionWaiters: [Int: CheckedContinuation<Void, any Error>] = [:]
         var nextWaiter = 0
@@ -26,6 +30,11 @@ public final class Session: Sendable {
         var flushTimer: BridgeClock.Timer?
         /// Who asked for a store write while one was under way.
         var saveWaiters: [CheckedContinuation<Bool, Never>] = []
+    }
+
+    struct StreamEntry: Sendable {
+        let stream: EventStream
+        var feed: LoopFeed?
     }
 
     /// Whom a connection serves.
@@ -164,14 +173,14 @@ public final class Session: Sendable {
         for action in actions {
             switch action {
             case .deliver(let events):
-                deliver(events, to: state.streams)
+                deliver(events, in: state)
             case .resumeConnectionWaiters(let error):
                 for waiter in state.connectionWaiters.values {
                     if let error { waiter.resume(throwing: error) } else { waiter.resume() }
                 }
                 state.connectionWaiters = [:]
             case .finishStreams(let ending):
-                for stream in state.streams.values { stream.finish(with: ending) }
+                finishStreams(with: ending, in: state)
             case .armFlushTimer(let deadline):
                 state.flushTimer = clock.schedule(after: min(deadline - clock.now, .seconds(60)), on: loop) {
                     shared.withLock { state in
@@ -187,17 +196,24 @@ public final class Session: Sendable {
     /// (Two steps on purpose: the actions are a local array before the streams are read, so
     /// Swift does not copy the state, and its event log, for the loop.)
     static func flush(_ state: inout State, now: ContinuousClock.Instant) {
-        for case .deliver(let events) in state.machine.flush(now: now) { deliver(events, to: state.streams) }
+        for case .deliver(let events) in state.machine.flush(now: now) { deliver(events, in: state) }
     }
 
-    /// Each event to each stream, in order; the writers woken are rung once, together (one job
-    /// per event loop).
-    private static func deliver(_ events: [SessionEvent], to streams: [Int: EventStream]) {
+    /// Each event to each stream the session delivers to, in order, the writers woken rung once,
+    /// together (one job per event loop); the whole batch once to each loop's feed.
+    private static func deliver(_ events: [SessionEvent], in state: State) {
         var wakeups = Wakeups()
         for event in events {
-            for stream in streams.values { stream.deliver(event, into: &wakeups) }
+            for stream in state.direct.values { stream.deliver(event, into: &wakeups) }
         }
         wakeups.ring()
+        for (feed, _) in state.feeds.values { feed.post(.events(events)) }
+    }
+
+    /// The last frame to every stream: behind what each loop's feed holds for its streams.
+    static func finishStreams(with ending: [UInt8], in state: State) {
+        for stream in state.direct.values { stream.finish(with: ending) }
+        for (feed, _) in state.feeds.values { feed.post(.finish(ending)) }
     }
 
     // MARK: - Activity
@@ -266,7 +282,7 @@ public final class Session: Sendable {
     func close(reason: String, keepLogin: Bool = false) async {
         let closing = state.withLock { state -> SessionStateMachine.Closing? in
             guard let closing = state.machine.close(reason: reason, keepLogin: keepLogin) else { return nil }
-            for stream in state.streams.values { stream.finish(with: closing.ending) }
+            Session.finishStreams(with: closing.ending, in: state)
             return closing
         }
         guard let closing else {

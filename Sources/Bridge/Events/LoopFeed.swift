@@ -1,0 +1,191 @@
+import NIOCore
+
+/// The streams of one session whose writers run on one event loop, served by a job of that loop
+/// (docs/ARCHITECTURE.md, "A loop's feed"). The session posts each batch of events here once,
+/// under its lock, whatever the number of streams; a job of the loop takes every batch posted
+/// since its last turn, joins each filter's frames once into one buffer, frames it once as an
+/// HTTP/1.1 chunk, and hands that same buffer to each stream of the loop and writes it there.
+/// So a change costs the session one post per loop (not one append per stream, on the loop that
+/// reads the upstream), and a reader that keeps up costs its loop one write of a shared chunk.
+///
+/// What queues while the loop writes goes out together in its next turn, one write per stream
+/// (the changes are not folded: each event is in the joined bytes). A stream that lags keeps
+/// its backlog in its own bounded buffer (``EventStream``), as before.
+///
+/// Order: entries are numbered as they are posted, under the session's lock, and a stream that
+/// joins (under the same lock) takes only the entries posted after it; what came before reached
+/// it directly from the session. A session's last frame is an entry too, behind its events.
+///
+/// Members are touched on the loop only; the queue is behind its own lock, taken after the
+/// session's (post) or alone (the loop's job).
+final class LoopFeed: Sendable {
+    /// What the session posts.
+    enum Content: Sendable {
+        case events([SessionEvent])
+        /// The session's last frame for its streams (it is closing).
+        case finish([UInt8])
+    }
+
+    struct Entry: Sendable {
+        let number: UInt64
+        let content: Content
+    }
+
+    private struct Queue: Sendable {
+        var entries: [Entry] = []
+        var posted: UInt64 = 0
+        var scheduled = false
+    }
+
+    let loop: any EventLoop
+    private let queue = LockedState(Queue())
+    private let members: NIOLoopBound<Members>
+
+    /// On `loop` (its members are the loop's alone).
+    init(loop: any EventLoop) {
+        self.loop = loop
+        members = NIOLoopBound(Members(), eventLoop: loop)
+    }
+
+    /// Posts one entry (under the session's lock, in order) and wakes the loop's job unless one is
+    /// due already.
+    func post(_ content: Content) {
+        let wake = queue.withLock { queue in
+            queue.posted += 1
+            queue.entries.append(Entry(number: queue.posted, content: content))
+            defer { queue.scheduled = true }
+            return !queue.scheduled
+        }
+        if wake { loop.execute { self.run() } }
+    }
+
+    /// Adds a stream, written by `writer`, on the loop and under the session's lock: it takes the
+    /// entries posted from now on.
+    func add(_ stream: EventStream, writer: NIOLoopBound<StreamHandOff>) {
+        let from = queue.withLock { $0.posted }
+        members.value.add(stream, writer: writer, from: from)
+    }
+
+    /// Removes a stream (on the loop now, or in a job of it).
+    func remove(_ stream: EventStream) {
+        let id = ObjectIdentifier(stream)
+        if loop.inEventLoop {
+            members.value.remove(id)
+        } else {
+            let members = self.members
+            loop.execute { members.value.remove(id) }
+        }
+    }
+
+    /// The loop's job: every entry posted since its last turn, to every member.
+    func run() {
+        let entries = queue.withLock { queue in
+            queue.scheduled = false
+            defer { queue.entries = [] }
+            return queue.entries
+        }
+        guard let first = entries.first?.number else { return }
+        members.value.route(entries, first: first)
+    }
+
+    /// How many streams the feed writes (on the loop).
+    var memberCount: Int { members.value.all.count }
+}
+
+extension LoopFeed {
+    /// What one filter takes of a turn's entries: its frames joined into one buffer, that buffer
+    /// as a chunk, and the session's last frame if it came.
+    struct Routed {
+        var bytes: ByteBuffer?
+        var chunk: ByteBuffer?
+        var count = 0
+        var ending: [UInt8]?
+
+        init(_ entries: [Entry], filter: StreamFilter, after: UInt64) {
+            var frames: [ByteBuffer] = []
+            for entry in entries where entry.number > after {
+                switch entry.content {
+                case .events(let events):
+                    for event in events where filter.passes(event) { frames.append(event.frame) }
+                case .finish(let frame):
+                    ending = frame
+                }
+                if ending != nil { break }
+            }
+            count = frames.count
+            guard let only = frames.first else { return }
+            if frames.count == 1 {
+                bytes = only
+            } else {
+                var joined = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.readableBytes })
+                for var frame in frames { joined.writeBuffer(&frame) }
+                bytes = joined
+            }
+            chunk = bytes.map(StreamHandOff.chunk)
+        }
+    }
+
+    /// A feed's streams, on its loop. Streams with the same filter (collections and id) share a
+    /// group: a turn's frames are routed and joined once per group.
+    final class Members {
+        struct Member {
+            let stream: EventStream
+            let writer: NIOLoopBound<StreamHandOff>
+            /// The last entry it had from the session directly (it takes those after).
+            let from: UInt64
+            let group: Int
+        }
+
+        struct GroupKey: Hashable {
+            let collections: Set<String>?
+            let documentID: String?
+        }
+
+        private(set) var all: [ObjectIdentifier: Member] = [:]
+        private var groups: [GroupKey: (id: Int, count: Int)] = [:]
+        private var nextGroup = 0
+
+        func add(_ stream: EventStream, writer: NIOLoopBound<StreamHandOff>, from: UInt64) {
+            let key = GroupKey(collections: stream.filter.collections, documentID: stream.filter.documentID)
+            let group: Int
+            if let held = groups[key] {
+                group = held.id
+                groups[key] = (held.id, held.count + 1)
+            } else {
+                group = nextGroup
+                nextGroup += 1
+                groups[key] = (group, 1)
+            }
+            all[ObjectIdentifier(stream)] = Member(stream: stream, writer: writer, from: from, group: group)
+        }
+
+        func remove(_ id: ObjectIdentifier) {
+            guard let member = all.removeValue(forKey: id) else { return }
+            let key = GroupKey(collections: member.stream.filter.collections, documentID: member.stream.filter.documentID)
+            guard let held = groups[key] else { return }
+            groups[key] = held.count > 1 ? (held.id, held.count - 1) : nil
+        }
+
+        /// The entries (`first` the number of the first) to every member: each group's frames
+        /// routed once (a member that joined after the first entry routes its own), added to the
+        /// member's buffer, and written at once when its writer was waiting for them.
+        func route(_ entries: [Entry], first: UInt64) {
+            var shared: [Int: Routed] = [:]
+            for member in all.values {
+                let routed: Routed
+                if member.from >= first {
+                    routed = Routed(entries, filter: member.stream.filter, after: member.from)
+                } else if let known = shared[member.group] {
+                    routed = known
+                } else {
+                    routed = Routed(entries, filter: member.stream.filter, after: 0)
+                    shared[member.group] = routed
+                }
+                var due = false
+                if let bytes = routed.bytes { due = member.stream.enqueue(joined: bytes, count: routed.count, chunk: routed.chunk) }
+                if let ending = routed.ending { member.stream.finish(with: ending) }
+                if due { member.writer.value.drain() }
+            }
+        }
+    }
+}

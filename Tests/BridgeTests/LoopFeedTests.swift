@@ -1,0 +1,211 @@
+import DDP
+import Foundation
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import Testing
+
+@testable import Bridge
+
+/// A loop's feed (``LoopFeed``) on one `EmbeddedEventLoop` with real writers: what each stream
+/// gets of the entries posted, in which order, and that a turn's chunk is one buffer for all.
+@Suite struct LoopFeedTests {
+    /// A stream written by a GET's writer on its own channel of `loop`, placed in `feed` as the
+    /// session places it (when its writer is known).
+    final class Reader {
+        let channel: EmbeddedChannel
+        let stream: EventStream
+
+        convenience init(_ feed: LoopFeed, loop: EmbeddedEventLoop, filter: StreamFilter = StreamFilter()) throws {
+            try self.init(feed, stream: EventStream(filter: filter, limit: 1 << 20), loop: loop)
+        }
+
+        /// `stream` taken over by its writer; placed in `feed`, if any, as its writer is known.
+        init(_ feed: LoopFeed? = nil, stream: EventStream, loop: EmbeddedEventLoop) throws {
+            channel = EmbeddedChannel(handlers: [HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false)], loop: loop)
+            self.stream = stream
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+            try channel.pipeline.syncOperations.addHandler(StreamAnchor(takeOver: StreamTakeOver()))
+            if let feed { stream.whenWriterKnown { stream, waker in feed.add(stream, writer: waker.writer) } }
+            let head = HTTPResponse(status: .ok, headerFields: [.contentType: "text/event-stream"])
+            #expect(StreamAnchor.install(stream, on: channel, framing: .ownChunks, opening: (head, ByteBuffer(string: "retry: 1\n\n"))))
+            _ = try wire()
+        }
+
+        /// The buffers written since the last call, as they reached the socket.
+        func buffers() throws -> [ByteBuffer] {
+            var buffers: [ByteBuffer] = []
+            while let buffer = try channel.readOutbound(as: ByteBuffer.self) { buffers.append(buffer) }
+            return buffers
+        }
+
+        /// The bytes written since the last call.
+        func wire() throws -> String { try buffers().map { String(buffer: $0) }.joined() }
+
+        deinit { _ = try? channel.finish(acceptAlreadyClosed: true) }
+    }
+
+    static func event(_ id: UInt64, _ collection: String = "tasks", _ document: String = "a") -> SessionEvent {
+        .document(.added(collection: collection, id: document, fields: ["n": .int(Int(id))]), document: ["n": .int(Int(id))], id: id)
+    }
+
+    /// A chunk on the wire: its size in hex, CRLF, the frames, CRLF.
+    static func chunk(_ events: [SessionEvent]) -> String {
+        let text = events.map { String(buffer: $0.frame) }.joined()
+        return String(text.utf8.count, radix: 16) + "\r\n" + text + "\r\n"
+    }
+
+    @Test func whatQueuesBeforeATurnGoesOutAsOneChunkToEveryReaderInOrder() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let readers = try (0..<3).map { _ in try Reader(feed, loop: loop) }
+        let events = (1...4).map { Self.event($0) }
+        feed.post(.events(Array(events[0..<2])))
+        feed.post(.events(Array(events[2...])))
+        #expect(try readers[0].wire().isEmpty, "written before the loop's turn")
+        loop.run()
+        for reader in readers { #expect(try reader.wire() == Self.chunk(events)) }
+    }
+
+    /// The chunk of a turn is made once: every reader of the loop writes the same buffer.
+    @Test func everyReaderOfALoopWritesTheSameChunkBuffer() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let readers = try (0..<3).map { _ in try Reader(feed, loop: loop) }
+        feed.post(.events([Self.event(1), Self.event(2)]))
+        loop.run()
+        let address = { (buffer: ByteBuffer) in buffer.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) } }
+        let written = try readers.map { try #require($0.buffers().first) }
+        #expect(Set(written.map(address)).count == 1, "each reader had a copy of its own")
+        #expect(String(buffer: written[0]) == Self.chunk([Self.event(1), Self.event(2)]))
+    }
+
+    /// A stream that joins while the feed still holds an entry takes only what is posted after it
+    /// (what came before reached it from the session directly): nothing missed, nothing doubled.
+    @Test func aReaderThatJoinsTakesOnlyTheEntriesPostedAfterIt() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let early = try Reader(feed, loop: loop)
+        feed.post(.events([Self.event(1)]))
+        let late = try Reader(feed, loop: loop)
+        feed.post(.events([Self.event(2)]))
+        loop.run()
+        #expect(try early.wire() == Self.chunk([Self.event(1), Self.event(2)]))
+        #expect(try late.wire() == Self.chunk([Self.event(2)]))
+        #expect(feed.memberCount == 2)
+    }
+
+    @Test func eachReaderGetsWhatItsFilterAdmits() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let all = try Reader(feed, loop: loop)
+        let tasks = try Reader(feed, loop: loop, filter: StreamFilter(collections: ["tasks"]))
+        let one = try Reader(feed, loop: loop, filter: StreamFilter(collections: ["notes"], documentID: "b"))
+        let events = [Self.event(1, "tasks", "a"), Self.event(2, "notes", "a"), Self.event(3, "notes", "b")]
+        feed.post(.events(events))
+        loop.run()
+        #expect(try all.wire() == Self.chunk(events))
+        #expect(try tasks.wire() == Self.chunk([events[0]]))
+        #expect(try one.wire() == Self.chunk([events[2]]))
+    }
+
+    /// The session's last frame follows the events posted before it, then the response ends and
+    /// the connection closes.
+    @Test func theLastFrameFollowsTheEventsPostedBeforeIt() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let reader = try Reader(feed, loop: loop)
+        feed.post(.events([Self.event(1)]))
+        feed.post(.finish(Array("event: end\ndata: {}\n\n".utf8)))
+        loop.run()
+        let wire = try reader.wire()
+        let end = try #require(wire.range(of: "event: end"))
+        let first = try #require(wire.range(of: "id: 1\n"), "\(wire)")
+        #expect(first.upperBound < end.lowerBound, "the last frame came before an event posted ahead of it: \(wire)")
+        #expect(wire.hasSuffix("0\r\n\r\n"), "the response was not ended: \(wire)")
+        #expect(!reader.channel.isActive, "the connection stayed open")
+    }
+
+    @Test func aRemovedReaderGetsNothingMore() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let kept = try Reader(feed, loop: loop)
+        let removed = try Reader(feed, loop: loop)
+        feed.remove(removed.stream)
+        feed.post(.events([Self.event(1)]))
+        loop.run()
+        #expect(try kept.wire() == Self.chunk([Self.event(1)]))
+        #expect(try removed.wire().isEmpty)
+        #expect(feed.memberCount == 1)
+    }
+
+    /// A reader whose socket takes nothing keeps the turn's bytes in its own bounded buffer and
+    /// gets them, after what it already had, when the socket drains; the others are not held up.
+    @Test func aReaderThatIsNotWritableCatchesUpWhenItsSocketDrains() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let fast = try Reader(feed, loop: loop)
+        let slow = try Reader(feed, loop: loop)
+        slow.channel.isWritable = false
+        feed.post(.events([Self.event(1)]))
+        loop.run()
+        feed.post(.events([Self.event(2)]))
+        loop.run()
+        #expect(try fast.wire() == Self.chunk([Self.event(1)]) + Self.chunk([Self.event(2)]))
+        #expect(try slow.wire().isEmpty)
+        slow.channel.isWritable = true
+        slow.channel.pipeline.fireChannelWritabilityChanged()
+        #expect(try slow.wire() == Self.chunk([Self.event(1), Self.event(2)]))
+    }
+}
+
+/// Where a session puts its streams: a public pool connection's stream joins its writer's loop's
+/// feed once the writer is known, a user session's stays with the session, and
+/// a loop with no stream left loses its feed.
+@Suite struct LoopFeedPlacementTests {
+    static func session(_ owner: Session.Owner, loop: EmbeddedEventLoop) -> Session {
+        var configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:9/websocket")
+        configuration.eventLoopGroup = loop
+        return Session(
+            owner: owner, configuration: configuration, logger: Logger(label: "test"), metrics: BridgeMetrics(),
+            budget: MemoryBudget(configuration: configuration))
+    }
+
+    static func counts(_ session: Session) -> (feeds: Int, direct: Int, fed: Int) {
+        session.state.withLock { state in (state.feeds.count, state.direct.count, state.streams.values.filter { $0.feed != nil }.count) }
+    }
+
+    @Test func aPublicReaderJoinsItsLoopsFeedAndTheLastOneTakesItAway() throws {
+        let loop = EmbeddedEventLoop()
+        let session = Self.session(.publicPool, loop: loop)
+        let streams = (0..<2).map { _ in EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20) }
+        var readers: [LoopFeedTests.Reader] = []
+        for stream in streams {
+            #expect(session.attachFromLog(stream, start: .live))
+            #expect(Self.counts(session).direct >= 1, "placed before its writer was known")
+            readers.append(try LoopFeedTests.Reader(stream: stream, loop: loop))
+        }
+        #expect(Self.counts(session) == (1, 0, 2))
+        session.detach(streams[0])
+        #expect(Self.counts(session) == (1, 0, 1))
+        session.detach(streams[1])
+        #expect(Self.counts(session) == (0, 0, 0))
+        #expect(readers.count == 2)
+    }
+
+    @Test func aUserSessionsStreamStaysWithTheSession() throws {
+        let loop = EmbeddedEventLoop()
+        let user = Session.UserIdentity(
+            tokenHash: "t", address: "127.0.0.1", key: ClientKey(address: "127.0.0.1", ipv6Prefix: 64), meteorKey: nil, persistent: false)
+        let session = Self.session(.user(user), loop: loop)
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        #expect(session.attachFromLog(stream, start: .live))
+        let reader = try LoopFeedTests.Reader(stream: stream, loop: loop)
+        #expect(Self.counts(session) == (0, 1, 0))
+        _ = reader
+    }
+}
