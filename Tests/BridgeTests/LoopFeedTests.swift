@@ -130,6 +130,21 @@ import Testing
         #expect(!reader.channel.isActive, "the connection stayed open")
     }
 
+    /// A reader whose start (a replay) is still being written gets the feed's bytes after it,
+    /// even when the feed's turn comes before the writer's first.
+    @Test func aReaderWithAStartStillToWriteGetsTheFeedsBytesAfterIt() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        let replayed = Self.event(1)
+        stream.start(with: StreamPrelude(head: [], replay: .init(after: 0, through: 1) { _, _, _ in [replayed] }))
+        let reader = try Reader(feed, stream: stream, loop: loop)
+        feed.post(.events([Self.event(2)]))
+        feed.run()
+        loop.advanceTime(by: .milliseconds(1))
+        #expect(try reader.wire() == Self.chunk([replayed]) + Self.chunk([Self.event(2)]))
+    }
+
     @Test func aRemovedReaderGetsNothingMore() throws {
         let loop = EmbeddedEventLoop()
         let feed = LoopFeed(loop: loop)

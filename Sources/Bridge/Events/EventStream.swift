@@ -309,11 +309,30 @@ final class EventStream: Sendable {
         }
     }
 
-    /// Adds `count` events already joined into `frames` (a loop's feed: the same buffer for
-    /// every reader of the loop), with `chunk`, the same bytes framed as an HTTP/1.1 chunk;
-    /// whether the writer must be woken (the caller, on the writer's loop, drains it then).
-    func enqueue(joined frames: ByteBuffer, count: Int, chunk: ByteBuffer?) -> Bool {
-        state.withLock { state in Self.append(frames, count: count, chunk: chunk, to: &state, limit: limit) && state.ring() != nil }
+    /// What a loop's feed does with a turn's bytes for this stream (``offer(joined:count:chunk:writable:)``).
+    enum Offer {
+        /// Nothing waits before them: the writer writes them now, as they are.
+        case write
+        /// They joined the buffer, which was empty: the writer is due.
+        case wake
+        /// They joined the buffer behind what waits there (or were dropped: the stream is over).
+        case wait
+    }
+
+    /// `count` events already joined into `frames` (a loop's feed: the same buffer for every
+    /// reader of the loop), with `chunk`, the same bytes framed as an HTTP/1.1 chunk. With the
+    /// socket `writable` and nothing waiting before them (no prelude, no backlog, no last frame)
+    /// they are counted delivered and written by the caller at once; else they are buffered as
+    /// any frame is. On the writer's loop, one lock for all of it.
+    func offer(joined frames: ByteBuffer, count: Int, chunk: ByteBuffer?, writable: Bool) -> Offer {
+        let offer = state.withLock { state -> Offer in
+            if writable, state.first == nil, state.ending == nil, state.prelude == nil, !state.holdsLive, state.waker != nil {
+                return .write
+            }
+            return Self.append(frames, count: count, chunk: chunk, to: &state, limit: limit) && state.ring() != nil ? .wake : .wait
+        }
+        if case .write = offer { counters?.delivered.increment(by: count) }
+        return offer
     }
 
     /// Appends under the lock; whether the writer must be woken (the buffer was empty: a

@@ -89,7 +89,7 @@ final class LoopFeed: Sendable {
     }
 
     /// How many streams the feed writes (on the loop).
-    var memberCount: Int { members.value.all.count }
+    var memberCount: Int { members.value.count }
 }
 
 extension LoopFeed {
@@ -141,7 +141,9 @@ extension LoopFeed {
             let documentID: String?
         }
 
-        private(set) var all: [ObjectIdentifier: Member] = [:]
+        /// The members, contiguous (a turn walks them all), and where each is.
+        private var all: [Member] = []
+        private var index: [ObjectIdentifier: Int] = [:]
         private var groups: [GroupKey: (id: Int, count: Int)] = [:]
         private var nextGroup = 0
 
@@ -156,11 +158,27 @@ extension LoopFeed {
                 nextGroup += 1
                 groups[key] = (group, 1)
             }
-            all[ObjectIdentifier(stream)] = Member(stream: stream, writer: writer, from: from, group: group)
+            let id = ObjectIdentifier(stream)
+            let member = Member(stream: stream, writer: writer, from: from, group: group)
+            if let at = index[id] {
+                all[at] = member
+            } else {
+                index[id] = all.count
+                all.append(member)
+            }
         }
 
+        var count: Int { all.count }
+
         func remove(_ id: ObjectIdentifier) {
-            guard let member = all.removeValue(forKey: id) else { return }
+            guard let at = index.removeValue(forKey: id) else { return }
+            let member = all[at]
+            let last = all.count - 1
+            if at != last {
+                all[at] = all[last]
+                index[ObjectIdentifier(all[at].stream)] = at
+            }
+            all.removeLast()
             let key = GroupKey(collections: member.stream.filter.collections, documentID: member.stream.filter.documentID)
             guard let held = groups[key] else { return }
             groups[key] = held.count > 1 ? (held.id, held.count - 1) : nil
@@ -171,20 +189,24 @@ extension LoopFeed {
         /// member's buffer, and written at once when its writer was waiting for them.
         func route(_ entries: [Entry], first: UInt64) {
             var shared: [Int: Routed] = [:]
-            for member in all.values {
+            // The last group's, without a lookup (most members of a feed share one filter).
+            var last: (group: Int, routed: Routed)?
+            for member in all {
                 let routed: Routed
                 if member.from >= first {
                     routed = Routed(entries, filter: member.stream.filter, after: member.from)
+                } else if let last, last.group == member.group {
+                    routed = last.routed
                 } else if let known = shared[member.group] {
                     routed = known
+                    last = (member.group, known)
                 } else {
                     routed = Routed(entries, filter: member.stream.filter, after: 0)
                     shared[member.group] = routed
+                    last = (member.group, routed)
                 }
-                var due = false
-                if let bytes = routed.bytes { due = member.stream.enqueue(joined: bytes, count: routed.count, chunk: routed.chunk) }
+                if let bytes = routed.bytes { member.writer.value.feed(member.stream, bytes, count: routed.count, chunk: routed.chunk) }
                 if let ending = routed.ending { member.stream.finish(with: ending) }
-                if due { member.writer.value.drain() }
             }
         }
     }

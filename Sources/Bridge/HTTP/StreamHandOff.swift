@@ -101,6 +101,9 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     /// The HTTP encoder's context, when this writer frames its own chunks (``Framing/ownChunks``).
     private var encoder: ChannelHandlerContext?
     private var context: ChannelHandlerContext?
+    /// The context's channel, kept while the handler is in the pipeline (read for every turn of
+    /// a feed: without a trip through the pipeline).
+    private var channel: (any Channel)?
     private var stream: EventStream?
     /// ``takeOver``'s value, kept here too (read on every write, without an atomic load).
     private var taken = false
@@ -111,11 +114,15 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         self.encoder = encoder
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        channel = context.channel
+    }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         release()
         self.context = nil
+        channel = nil
         encoder = nil
     }
 
@@ -191,6 +198,26 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
             // lets the loop poll its sockets (and accept connections) between two steps.
             let writer = NIOLoopBound(self, eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: Self.stepPause) { writer.value.drain() }
+        }
+    }
+
+    /// A turn's bytes from a loop's feed (``LoopFeed``), the same for every reader of the loop:
+    /// written now, the shared `chunk` as it is, when the socket takes them and nothing waits
+    /// before them in the stream; else they join the stream's buffer, drained now if the writer
+    /// was waiting for them.
+    func feed(_ stream: EventStream, _ bytes: ByteBuffer, count: Int, chunk: ByteBuffer?) {
+        let writable = self.stream === stream && !ended && (channel?.isWritable ?? false)
+        switch stream.offer(joined: bytes, count: count, chunk: chunk, writable: writable) {
+        case .write:
+            guard let context else { return }
+            if let encoder {
+                if let chunk { encoder.write(NIOAny(chunk), promise: nil) } else { Self.writeChunk(bytes, to: encoder) }
+                encoder.flush()
+            } else {
+                context.writeAndFlush(wrapOutboundOut(.body(bytes)), promise: nil)
+            }
+        case .wake: drain()
+        case .wait: break
         }
     }
 
