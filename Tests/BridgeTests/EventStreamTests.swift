@@ -162,21 +162,7 @@ import Testing
                         }
                     }
                 }
-                for n in 1...120 {
-                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":\#(n)}"#)
-                    written.increment()
-                    progress.signal()
-                    if n % 10 == 0 {
-                        _ = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"storm\#(n)","n":\#(n)}"#)
-                    }
-                    if n % 20 == 0 { _ = try await h.request(.delete, "/v1/collections/tasks/storm\(n - 10)", token: token) }
-                }
-                var count = 0
-                for await _ in opened {
-                    count += 1
-                    if count == streams { break }
-                }
-                _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"last":true}"#)
+                try await Self.storm(h, token: token, writes: 120, written: written, progress: progress, opened: opened, streams: streams)
                 return try await group.reduce(into: [[SSEEvent]]()) { $0.append($1) }
             }
             let listed = try await h.request(.get, "/v1/collections/tasks", token: token)["documents"]?.arrayValue ?? []
@@ -194,6 +180,30 @@ import Testing
                 #expect(documents == truth, "stream \(n) ends with the session's documents")
             }
         }
+    }
+
+    /// A storm of changes through a session: `writes` changes to `task-a1` (an insert every 10th,
+    /// a removal of an earlier insert every 20th), each counted in `written` and signalled; then,
+    /// once `streams` streams said they are open, the last change (`{"last":true}`).
+    static func storm(
+        _ h: BridgeHarness, token: String, writes: Int, written: LockedBox<Int>, progress: ChangeSignal, opened: AsyncStream<Void>,
+        streams: Int
+    ) async throws {
+        for n in 1...writes {
+            _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":\#(n)}"#)
+            written.increment()
+            progress.signal()
+            if n % 10 == 0 {
+                _ = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"storm\#(n)","n":\#(n)}"#)
+            }
+            if n % 20 == 0 { _ = try await h.request(.delete, "/v1/collections/tasks/storm\(n - 10)", token: token) }
+        }
+        var count = 0
+        for await _ in opened {
+            count += 1
+            if count == streams { break }
+        }
+        _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"last":true}"#)
     }
 
     /// The documents a stream's events leave, and the events that could not have come (an add of

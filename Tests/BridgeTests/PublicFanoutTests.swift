@@ -359,21 +359,7 @@ import Testing
                         }
                     }
                 }
-                for n in 1...60 {
-                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"n":\#(n)}"#)
-                    written.increment()
-                    progress.signal()
-                    if n % 10 == 0 {
-                        _ = try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"_id":"storm\#(n)","n":\#(n)}"#)
-                    }
-                    if n % 20 == 0 { _ = try await h.request(.delete, "/v1/collections/tasks/storm\(n - 10)", token: token) }
-                }
-                var count = 0
-                for await _ in opened {
-                    count += 1
-                    if count == readers { break }
-                }
-                _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: token, body: #"{"last":true}"#)
+                try await EventStreamTests.storm(h, token: token, writes: 60, written: written, progress: progress, opened: opened, streams: readers)
                 return try await group.reduce(into: [(snapshot: Bool, events: [SSEEvent])]()) { $0.append($1) }
             }
             // Every reader has the last write: the public view has every write before it.
