@@ -209,7 +209,7 @@ import Testing
         #expect(Self.counts(session) == (1, 0, 1))
         session.detach(streams[1])
         #expect(Self.counts(session) == (0, 0, 0))
-        #expect(readers.count == 2)
+        withExtendedLifetime(readers) {}
     }
 
     @Test func aUserSessionsStreamStaysWithTheSession() throws {
@@ -221,6 +221,35 @@ import Testing
         #expect(session.attachFromLog(stream, start: .live))
         let reader = try LoopFeedTests.Reader(stream: stream, loop: loop)
         #expect(Self.counts(session) == (0, 1, 0))
-        _ = reader
+        withExtendedLifetime(reader) {}
+    }
+
+    /// Across the placement: a batch the session delivered before the writer was known (waiting in
+    /// the stream's buffer) and one posted to the feed after it reach the reader once each, in
+    /// order, and a later stream of the same loop joins the same feed from there.
+    @Test func batchesBeforeAndAfterThePlacementReachTheReaderOnceEachInOrder() throws {
+        let loop = EmbeddedEventLoop()
+        let session = Self.session(.publicPool, loop: loop)
+        let deliver = { (events: [SessionEvent]) in session.state.withLock { Session.deliver(events, in: $0) } }
+        let stream = EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20)
+        #expect(session.attachFromLog(stream, start: .live))
+        let events = (1...4).map { LoopFeedTests.event($0) }
+        deliver([events[0]])
+        let reader = try LoopFeedTests.Reader(stream: stream, loop: loop)
+        deliver([events[1]])
+        loop.run()
+        #expect(try reader.wire() == LoopFeedTests.chunk([events[0]]) + LoopFeedTests.chunk([events[1]]))
+        // A second stream: placed in the same feed, it takes what is posted after it.
+        let second = EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20)
+        #expect(session.attachFromLog(second, start: .live))
+        deliver([events[2]])
+        let secondReader = try LoopFeedTests.Reader(stream: second, loop: loop)
+        deliver([events[3]])
+        loop.run()
+        // The first reader has both from the feed's one turn; the second has the one delivered
+        // to it directly waiting in its buffer, the feed's behind it, and writes them together.
+        #expect(try reader.wire() == LoopFeedTests.chunk([events[2], events[3]]))
+        #expect(try secondReader.wire() == LoopFeedTests.chunk([events[2], events[3]]))
+        #expect(Self.counts(session) == (1, 0, 2))
     }
 }

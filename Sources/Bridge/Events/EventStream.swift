@@ -323,13 +323,15 @@ final class EventStream: Sendable {
     /// reader of the loop), with `chunk`, the same bytes framed as an HTTP/1.1 chunk. With the
     /// socket `writable` and nothing waiting before them (no prelude, no backlog, no last frame)
     /// they are counted delivered and written by the caller at once; else they are buffered as
-    /// any frame is. On the writer's loop, one lock for all of it.
+    /// any frame is. While a prelude is being written they wait for it: its writer's own steps
+    /// take them after it (the feed's turn does not run a step of it for every such reader). On
+    /// the writer's loop, one lock for all of it.
     func offer(joined frames: ByteBuffer, count: Int, chunk: ByteBuffer?, writable: Bool) -> Offer {
         let offer = state.withLock { state -> Offer in
-            if writable, state.first == nil, state.ending == nil, state.prelude == nil, !state.holdsLive, state.waker != nil {
-                return .write
-            }
-            return Self.append(frames, count: count, chunk: chunk, to: &state, limit: limit) && state.ring() != nil ? .wake : .wait
+            let starting = state.prelude != nil || state.holdsLive
+            if writable, !starting, state.first == nil, state.ending == nil, state.waker != nil { return .write }
+            let due = Self.append(frames, count: count, chunk: chunk, to: &state, limit: limit) && state.ring() != nil
+            return due && !starting ? .wake : .wait
         }
         if case .write = offer { counters?.delivered.increment(by: count) }
         return offer

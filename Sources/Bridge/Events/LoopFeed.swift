@@ -148,6 +148,8 @@ extension LoopFeed {
         private var nextGroup = 0
 
         func add(_ stream: EventStream, writer: NIOLoopBound<StreamHandOff>, from: UInt64) {
+            // A stream is placed once (``Session``'s books say where it is); a second add is ignored.
+            guard index[ObjectIdentifier(stream)] == nil else { return }
             let key = GroupKey(collections: stream.filter.collections, documentID: stream.filter.documentID)
             let group: Int
             if let held = groups[key] {
@@ -158,14 +160,8 @@ extension LoopFeed {
                 nextGroup += 1
                 groups[key] = (group, 1)
             }
-            let id = ObjectIdentifier(stream)
-            let member = Member(stream: stream, writer: writer, from: from, group: group)
-            if let at = index[id] {
-                all[at] = member
-            } else {
-                index[id] = all.count
-                all.append(member)
-            }
+            index[ObjectIdentifier(stream)] = all.count
+            all.append(Member(stream: stream, writer: writer, from: from, group: group))
         }
 
         var count: Int { all.count }

@@ -201,7 +201,7 @@ public final class Session: Sendable {
 
     /// Each event to each stream the session delivers to, in order, the writers woken rung once,
     /// together (one job per event loop); the whole batch once to each loop's feed.
-    private static func deliver(_ events: [SessionEvent], in state: State) {
+    static func deliver(_ events: [SessionEvent], in state: State) {
         var wakeups = Wakeups()
         for event in events {
             for stream in state.direct.values { stream.deliver(event, into: &wakeups) }
