@@ -63,9 +63,6 @@ final class EventStream: Sendable {
         /// up (one frame per turn of its writer) allocates no array; the rest after it.
         var first: ByteBuffer?
         var more: [ByteBuffer] = []
-        /// `first` framed as an HTTP/1.1 chunk already, when it came so from a loop's feed (one
-        /// chunk shared by every reader of the loop): the writer writes it without a copy.
-        var firstChunk: ByteBuffer?
         var bytes = 0
         /// Events waiting (a piece from a feed may hold several).
         var count = 0
@@ -304,12 +301,12 @@ final class EventStream: Sendable {
     /// Adds one frame (the fan-out path: no array per event and stream); the writer's wake-up,
     /// if due, joins `wakeups`.
     func enqueue(_ frame: ByteBuffer, into wakeups: inout Wakeups) {
-        if let waker = state.withLock({ state in Self.append(frame, count: 1, chunk: nil, to: &state, limit: limit) ? state.ring() : nil }) {
+        if let waker = state.withLock({ state in Self.append(frame, count: 1, to: &state, limit: limit) ? state.ring() : nil }) {
             wakeups.add(waker)
         }
     }
 
-    /// What a loop's feed does with a turn's bytes for this stream (``offer(joined:count:chunk:writable:)``).
+    /// What a loop's feed does with a turn's bytes for this stream (``offer(joined:count:writable:)``).
     enum Offer {
         /// Nothing waits before them: the writer writes them now, as they are.
         case write
@@ -320,17 +317,16 @@ final class EventStream: Sendable {
     }
 
     /// `count` events already joined into `frames` (a loop's feed: the same buffer for every
-    /// reader of the loop), with `chunk`, the same bytes framed as an HTTP/1.1 chunk. With the
-    /// socket `writable` and nothing waiting before them (no prelude, no backlog, no last frame)
+    /// reader of the loop). With the socket `writable` and nothing waiting before them (no prelude, no backlog, no last frame)
     /// they are counted delivered and written by the caller at once; else they are buffered as
     /// any frame is. While a prelude is being written they wait for it: its writer's own steps
     /// take them after it (the feed's turn does not run a step of it for every such reader). On
     /// the writer's loop, one lock for all of it.
-    func offer(joined frames: ByteBuffer, count: Int, chunk: ByteBuffer?, writable: Bool) -> Offer {
+    func offer(joined frames: ByteBuffer, count: Int, writable: Bool) -> Offer {
         let offer = state.withLock { state -> Offer in
             let starting = state.prelude != nil || state.holdsLive
             if writable, !starting, state.first == nil, state.ending == nil, state.waker != nil { return .write }
-            let due = Self.append(frames, count: count, chunk: chunk, to: &state, limit: limit) && state.ring() != nil
+            let due = Self.append(frames, count: count, to: &state, limit: limit) && state.ring() != nil
             return due && !starting ? .wake : .wait
         }
         if case .write = offer { counters?.delivered.increment(by: count) }
@@ -339,24 +335,18 @@ final class EventStream: Sendable {
 
     /// Appends under the lock; whether the writer must be woken (the buffer was empty: a
     /// non-empty buffer has a ring pending already, and the writer takes everything).
-    private static func append(_ frame: ByteBuffer, count: Int, chunk: ByteBuffer?, to state: inout State, limit: Int) -> Bool {
+    private static func append(_ frame: ByteBuffer, count: Int, to state: inout State, limit: Int) -> Bool {
         guard state.ending == nil else {
             state.dropped += count
             return false
         }
         let wasEmpty = state.first == nil
-        if wasEmpty {
-            state.first = frame
-            state.firstChunk = chunk
-        } else {
-            state.more.append(frame)
-        }
+        if wasEmpty { state.first = frame } else { state.more.append(frame) }
         state.bytes += frame.readableBytes
         state.count += count
         guard state.bytes <= limit else {
             state.dropped += state.count
             state.first = nil
-            state.firstChunk = nil
             state.more = []
             state.bytes = 0
             state.count = 0
@@ -388,25 +378,12 @@ final class EventStream: Sendable {
         }?.ring()
     }
 
-    /// What ``take()`` hands the writer.
-    struct Taken {
-        /// The bytes to write (`nil`: none).
-        var bytes: ByteBuffer?
-        /// The same bytes framed as an HTTP/1.1 chunk already, when a loop's feed framed them
-        /// once for all its readers.
-        var chunk: ByteBuffer?
-        /// The last frame: the stream is over after `bytes`.
-        var ending: [UInt8]?
-        /// A step of the prelude was taken and more may follow.
-        var more = false
-    }
-
     /// What the writer sends next: a chunk of the prelude while there is one, else the buffered
     /// live frames (swapped out under the lock), and the ending if the stream is over. One frame
     /// is the shared buffer itself (no copy: the common case of a reader keeping up); several are
     /// copied, outside the lock, into one buffer (one write, one chunk). `more`: a step of the
     /// prelude was taken and more may follow; the writer yields its loop, then calls again.
-    func take() -> Taken {
+    func take() -> (bytes: ByteBuffer?, ending: [UInt8]?, more: Bool) {
         let taken = state.withLock { state -> StreamPrelude? in
             guard state.ending == nil else { return nil }
             defer { state.prelude = nil }
@@ -422,13 +399,12 @@ final class EventStream: Sendable {
             case .frames(let frames):
                 state.withLock { $0.prelude = prelude }
                 counters?.delivered.increment(by: frames.count)
-                return Taken(bytes: Self.joined(frames), more: true)
+                return (Self.joined(frames), nil, true)
             }
         }
-        let (first, chunk, more, count, ending, dropped) = state.withLock { state in
-            let taken = (state.first, state.firstChunk, state.more, state.count, state.ending, state.dropped)
+        let (first, more, count, ending, dropped) = state.withLock { state in
+            let taken = (state.first, state.more, state.count, state.ending, state.dropped)
             state.first = nil
-            state.firstChunk = nil
             state.more = []
             state.bytes = 0
             state.count = 0
@@ -436,14 +412,13 @@ final class EventStream: Sendable {
             return taken
         }
         if dropped > 0 { counters?.dropped.increment(by: dropped) }
-        guard let first else { return Taken(ending: ending) }
+        guard let first else { return (nil, ending, false) }
         counters?.delivered.increment(by: count)
-        guard more.isEmpty else { return Taken(bytes: Self.joined([first] + more), ending: ending) }
-        return Taken(bytes: first, chunk: chunk, ending: ending)
+        return (more.isEmpty ? first : Self.joined([first] + more), ending, false)
     }
 
     /// One frame as it is (the shared buffer); several copied into one buffer; `nil` for none.
-    private static func joined(_ frames: [ByteBuffer]) -> ByteBuffer? {
+    static func joined(_ frames: [ByteBuffer]) -> ByteBuffer? {
         guard let first = frames.first else { return nil }
         guard frames.count > 1 else { return first }
         var buffer = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.readableBytes })

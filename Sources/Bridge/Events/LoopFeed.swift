@@ -97,7 +97,7 @@ extension LoopFeed {
     /// as a chunk, and the session's last frame if it came.
     struct Routed {
         var bytes: ByteBuffer?
-        var chunk: ByteBuffer?
+        var chunk = ByteBuffer()
         var count = 0
         var ending: [UInt8]?
 
@@ -113,15 +113,8 @@ extension LoopFeed {
                 if ending != nil { break }
             }
             count = frames.count
-            guard let only = frames.first else { return }
-            if frames.count == 1 {
-                bytes = only
-            } else {
-                var joined = ByteBufferAllocator().buffer(capacity: frames.reduce(0) { $0 + $1.readableBytes })
-                for var frame in frames { joined.writeBuffer(&frame) }
-                bytes = joined
-            }
-            chunk = bytes.map(StreamHandOff.chunk)
+            bytes = EventStream.joined(frames)
+            if let bytes { chunk = StreamHandOff.chunk(bytes) }
         }
     }
 

@@ -174,19 +174,8 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
             }
             return
         }
-        let taken = stream.take()
-        let (bytes, ending, more) = (taken.bytes, taken.ending, taken.more)
-        if let bytes {
-            if let encoder {
-                if let chunk = taken.chunk {
-                    encoder.write(NIOAny(chunk), promise: nil)
-                } else {
-                    Self.writeChunk(bytes, to: encoder)
-                }
-            } else {
-                context.write(wrapOutboundOut(.body(bytes)), promise: nil)
-            }
-        }
+        let (bytes, ending, more) = stream.take()
+        if let bytes { write(bytes, context: context) }
         if let ending {
             end(with: ending, context: context)
             return
@@ -205,20 +194,26 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     /// written now, the shared `chunk` as it is, when the socket takes them and nothing waits
     /// before them in the stream; else they join the stream's buffer, drained now if the writer
     /// was waiting for them.
-    func feed(_ stream: EventStream, _ bytes: ByteBuffer, count: Int, chunk: ByteBuffer?) {
+    func feed(_ stream: EventStream, _ bytes: ByteBuffer, count: Int, chunk: ByteBuffer) {
         let writable = self.stream === stream && !ended && (channel?.isWritable ?? false)
-        switch stream.offer(joined: bytes, count: count, chunk: chunk, writable: writable) {
+        switch stream.offer(joined: bytes, count: count, writable: writable) {
         case .write:
             guard let context else { return }
-            if let encoder {
-                if let chunk { encoder.write(NIOAny(chunk), promise: nil) } else { Self.writeChunk(bytes, to: encoder) }
-                encoder.flush()
-            } else {
-                context.writeAndFlush(wrapOutboundOut(.body(bytes)), promise: nil)
-            }
+            write(bytes, chunk: chunk, context: context)
+            (encoder ?? context).flush()
         case .wake: drain()
         case .wait: break
         }
+    }
+
+    /// Writes a body's bytes: as a chunk past the HTTP handlers (`chunk`, when framed already)
+    /// for a writer of its own chunks, else through them.
+    private func write(_ bytes: ByteBuffer, chunk: ByteBuffer? = nil, context: ChannelHandlerContext) {
+        guard let encoder else {
+            context.write(wrapOutboundOut(.body(bytes)), promise: nil)
+            return
+        }
+        if let chunk { encoder.write(NIOAny(chunk), promise: nil) } else { Self.writeChunk(bytes, to: encoder) }
     }
 
     /// Writes `bytes` as one HTTP/1.1 chunk through the encoder's `context` (to the handlers
@@ -227,22 +222,20 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     static func writeChunk(_ bytes: ByteBuffer, to context: ChannelHandlerContext) {
         let count = bytes.readableBytes
         guard count > 0 else { return }
-        var chunk = allocator.buffer(capacity: count <= copyLimit ? count + 20 : 20)
-        writeHex(count, into: &chunk)
-        chunk.writeStaticString("\r\n")
-        if count <= copyLimit {
-            chunk.writeImmutableBuffer(bytes)
-            chunk.writeStaticString("\r\n")
-            context.write(NIOAny(chunk), promise: nil)
+        guard count > copyLimit else {
+            context.write(NIOAny(chunk(bytes)), promise: nil)
             return
         }
-        context.write(NIOAny(chunk), promise: nil)
+        var head = allocator.buffer(capacity: 20)
+        writeHex(count, into: &head)
+        head.writeStaticString("\r\n")
+        context.write(NIOAny(head), promise: nil)
         context.write(NIOAny(bytes), promise: nil)
         context.write(NIOAny(ByteBuffer(staticString: "\r\n")), promise: nil)
     }
 
-    /// `bytes` (not empty) framed as one HTTP/1.1 chunk, in a buffer of its own: what a loop's
-    /// feed makes once for all the readers it writes (``LoopFeed``).
+    /// `bytes` (not empty) framed as one HTTP/1.1 chunk, in a buffer of its own (copied): a small
+    /// write's, and what a loop's feed makes once for all the readers it writes (``LoopFeed``).
     static func chunk(_ bytes: ByteBuffer) -> ByteBuffer {
         var chunk = allocator.buffer(capacity: bytes.readableBytes + 20)
         writeHex(bytes.readableBytes, into: &chunk)
