@@ -243,6 +243,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio")
             ],
+            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         // The command line as a user meets it: errors with their command's usage, help text.

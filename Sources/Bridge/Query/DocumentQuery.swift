@@ -3,111 +3,111 @@ import HTTPTypes
 import HashTreeCollections
 public import Timing
 
-/// A query over one collection of the session's cache: a Mongo-style selector, a
-/// multi-key sort, skip, limit and a field projection, as `GET /v1/collections/{name}` takes them.
+/// A query over one collection of the session's cache: a Mongo-style selector, a multi-key sort,
+/// skip, limit and a field projection, as `GET /v1/collections/{name}` takes them. It answers what
+/// Meteor's Minimongo answers for `find(selector, {sort, skip, limit, fields}).fetch()` over the
+/// same documents (docs/API.md, "Query semantics").
 public struct DocumentQuery: Sendable {
     public var selector: Selector = .everything
-    /// Sort keys in order; `true` means ascending.
-    public var sort: [(path: [String], ascending: Bool)] = []
+    public var sort: SortSpec?
     public var skip = 0
+    /// How many documents at most (the bridge's bound on an answer: a `limit` of 0 asks for
+    /// no limit, which is ``maxLimit``).
     public var limit: Int
     public var projection: Projection?
 
     public init(limit: Int) { self.limit = limit }
 
-    /// Reads the query parameters; an empty one counts as absent.
+    /// Reads the query parameters; an empty one counts as absent. As in Minimongo, a sort is not
+    /// read when the selector names one document by its id (the answer is that document).
     public init(selector: String?, sort: String?, skip: String?, limit: String?, fields: String?, defaultLimit: Int, maxLimit: Int)
         throws(BridgeError)
     {
         func given(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
-        let selector = given(selector)
-        let sort = given(sort)
-        let skip = given(skip)
-        let limit = given(limit)
-        let fields = given(fields)
         self.limit = defaultLimit
-        if let selector {
-            do { self.selector = try Selector(try Self.json(selector, "selector")) } catch let error as SelectorError {
-                throw .badRequest("invalid selector: \(error.reason)")
-            } catch { throw BridgeError.from(error) }
+        if let selector = given(selector) { self.selector = try Self.parse(selector, "selector", Selector.init) }
+        if self.selector.idLookup == nil, let sort = given(sort) {
+            let value = try Self.json(sort, "sort")
+            // A falsy sort (null, false, 0) is no sort, as Minimongo takes it.
+            if value.isTruthy { self.sort = try Self.parse(value, "sort", SortSpec.init) }
         }
-        if let sort { self.sort = try Self.parseSort(try Self.json(sort, "sort")) }
-        if let skip {
+        if let skip = given(skip) {
             guard let n = Int(skip), n >= 0 else { throw .badRequest("skip must be a non-negative integer, got '\(skip)'") }
             self.skip = n
         }
-        if let limit {
+        if let limit = given(limit) {
             guard let n = Int(limit), n >= 0 else { throw .badRequest("limit must be a non-negative integer, got '\(limit)'") }
-            guard n <= maxLimit else { throw .badRequest("limit must be at most \(maxLimit)") }
-            self.limit = n
+            guard n <= maxLimit else { throw .badRequest("limit must be at most \(maxLimit) (0 asks for no limit: up to \(maxLimit))") }
+            self.limit = n == 0 ? maxLimit : n
         }
-        if let fields { projection = try Projection(try Self.json(fields, "fields")) }
+        if let fields = given(fields) {
+            let value = try Self.json(fields, "fields")
+            // Falsy fields (null, false, 0) select the whole document, as in Minimongo.
+            if value.isTruthy, !(value.isDateOrRegexp) { projection = try Self.parse(value, "fields", Projection.init) }
+        }
+    }
+
+    private static func parse<T>(_ text: String, _ name: String, _ make: (EJSON) throws(SelectorError) -> T) throws(BridgeError) -> T {
+        try parse(try json(text, name), name, make)
+    }
+
+    private static func parse<T>(_ value: EJSON, _ name: String, _ make: (EJSON) throws(SelectorError) -> T) throws(BridgeError) -> T {
+        do { return try make(value) } catch { throw .badRequest("invalid \(name): \(error.reason)") }
     }
 
     static func json(_ text: String, _ name: String) throws(BridgeError) -> EJSON {
         do { return try EJSONParser.parse(text) } catch { throw .badRequest("\(name) is not valid JSON: \(error)") }
     }
 
-    /// `{"field": 1 | -1, ...}` (in key order) or `[["field", "asc" | "desc"], ...]` or `["field", ...]`.
-    static func parseSort(_ value: EJSON) throws(BridgeError) -> [(path: [String], ascending: Bool)] {
-        func direction(_ v: EJSON) throws(BridgeError) -> Bool {
-            switch v {
-            case .number(1), .string("asc"), .string("ascending"): return true
-            case .number(-1), .string("desc"), .string("descending"): return false
-            default: throw .badRequest("a sort direction must be 1, -1, \"asc\" or \"desc\"")
-            }
-        }
-        func path(_ key: String) -> [String] { key.split(separator: ".").map(String.init) }
-        switch value {
-        case .object(let o):
-            var out: [(path: [String], ascending: Bool)] = []
-            for field in o { out.append((path(field.key), try direction(field.value))) }
-            return out
-        case .array(let items):
-            var out: [(path: [String], ascending: Bool)] = []
-            for item in items {
-                switch item {
-                case .string(let key): out.append((path(key), true))
-                case .array(let pair) where pair.count == 2 && pair[0].stringValue != nil:
-                    out.append((path(pair[0].stringValue!), try direction(pair[1])))
-                default: throw .badRequest("sort entries must be \"field\" or [\"field\", \"asc\"|\"desc\"]")
-                }
-            }
-            return out
-        default:
-            throw .badRequest("sort must be an object or an array")
-        }
-    }
-
     /// Runs the query: matching documents (with `_id`) after sort, skip and limit, and the total count.
-    public func run(on collection: DocumentCache.Collection?) -> (documents: [EJSONObject], count: Int) {
+    public func run(on collection: DocumentCache.Collection?) throws(BridgeError) -> (documents: [EJSONObject], count: Int) {
         guard let collection else { return ([], 0) }
+        if let found = try lookUpByID(collection) { return found }
         let readsID = selector.readsID
         var matches: [(id: String, document: EJSONObject)] = []
+        var work = Selector.Work()
         if let candidates = collection.candidates(for: selector) {
             for id in candidates {
-                if let fields = collection.documents[id], let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
+                if let fields = collection.documents[id], let document = match(id, fields, readsID: readsID, work: &work) {
+                    matches.append((id, document))
+                }
             }
         } else {
             for (id, fields) in collection.documents {
-                if let document = match(id, fields, readsID: readsID) { matches.append((id, document)) }
+                if let document = match(id, fields, readsID: readsID, work: &work) { matches.append((id, document)) }
             }
         }
-        return page(matches, collection)
+        return try page(matches, collection)
     }
 
     /// The field whose index the query would use, when the collection should build one: the
     /// first condition an index answers (``DDP/Selector/indexableConditions``).
-    public var fieldToIndex: String? { selector.indexableConditions.first?.field }
+    public var fieldToIndex: String? { selector.idLookup == nil ? selector.indexableConditions.first?.field : nil }
+
+    /// Minimongo's answer to a selector that names one id: that document if it is held (a skip
+    /// leaves nothing), without sorting or limiting.
+    private func lookUpByID(_ collection: DocumentCache.Collection) throws(BridgeError) -> (documents: [EJSONObject], count: Int)? {
+        guard let id = selector.idLookup else { return nil }
+        guard let wire = try? DocumentID(ejson: id).wire, let fields = collection.documents[wire] else { return ([], 0) }
+        guard skip == 0 else { return ([], 1) }
+        return (try project([Self.withID(wire, fields)]), 1)
+    }
+
+    /// The page's documents through the projection (which Minimongo applies to them alone).
+    private func project(_ documents: [EJSONObject]) throws(BridgeError) -> [EJSONObject] {
+        guard let projection else { return documents }
+        do {
+            var out: [EJSONObject] = []
+            out.reserveCapacity(documents.count)
+            for document in documents { out.append(try projection.apply(document)) }
+            return out
+        } catch {
+            throw .badRequest("invalid fields: \(error.reason)")
+        }
+    }
 
     /// The document with its `_id` when it matches. The id is added first only when the
     /// selector reads it; otherwise only the documents that match are built.
-    @inline(__always)
-    private func match(_ id: String, _ fields: EJSONObject, readsID: Bool) -> EJSONObject? {
-        var work = Selector.Work()
-        return match(id, fields, readsID: readsID, work: &work)
-    }
-
     @inline(__always)
     private func match(_ id: String, _ fields: EJSONObject, readsID: Bool, work: inout Selector.Work) -> EJSONObject? {
         if readsID {
@@ -125,6 +125,7 @@ public struct DocumentQuery: Sendable {
     /// query holds up neither the session's upstream traffic nor other requests.
     public func run(on collection: DocumentCache.Collection?, budget: QueryBudget) async throws -> (documents: [EJSONObject], count: Int) {
         guard let collection else { return ([], 0) }
+        if let found = try lookUpByID(collection) { return found }
         let readsID = selector.readsID
         var work = budget.meter()
         var examined = 0
@@ -147,35 +148,45 @@ public struct DocumentQuery: Sendable {
         } else {
             for (id, fields) in collection.documents { try await examine(id, fields) }
         }
-        return page(matches, collection)
+        return try page(matches, collection)
     }
 
-    /// Sort (or the collection's own order), skip, limit and projection.
-    private func page(_ matches: [(id: String, document: EJSONObject)], _ collection: DocumentCache.Collection) -> (
+    /// Sort (or the collection's own order: an ordered collection's, else the order the documents
+    /// arrived in), skip, limit and projection.
+    private func page(_ matches: [(id: String, document: EJSONObject)], _ collection: DocumentCache.Collection) throws(BridgeError) -> (
         documents: [EJSONObject], count: Int
     ) {
         // The positions are sorted, not the matches: moving a match (its id and document) in a
         // sort costs two retains and two releases, and a sort of 100 matches makes hundreds of moves.
         var ranked = Array(matches.indices)
-        if let order = collection.order, sort.isEmpty {
+        let arrivals = matches.map { collection.arrivals[$0.id] ?? .max }
+        if let sort, !sort.isEmpty, matches.count > 1 {
+            // Each match's key once; ties (and keys that compare as NaN) keep the arrival order.
+            var keys: [[EJSON?]] = []
+            keys.reserveCapacity(matches.count)
+            do {
+                for match in matches { keys.append(try sort.key(of: .object(match.document))) }
+                try ranked.sort { i, j in
+                    switch try sort.compare(keys[i], keys[j]) {
+                    case .less: return true
+                    case .greater: return false
+                    case .equal, .unordered, .unsupported: return arrivals[i] < arrivals[j]
+                    }
+                }
+            } catch let error as SelectorError {
+                throw .badRequest("invalid sort: \(error.reason)")
+            } catch {
+                throw BridgeError.from(error)
+            }
+        } else if let order = collection.order, sort == nil {
             // The first place of an id, should the order ever hold one twice.
             let rank = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
             let ranks = matches.map { rank[$0.id] ?? .max }
             ranked.sort { ranks[$0] < ranks[$1] }
         } else {
-            let keys = sort
-            matches.withUnsafeBufferPointer { matches in
-                ranked.sort { i, j in
-                    for key in keys {
-                        let c = EJSON.compare(Self.value(matches[i].document, key.path), Self.value(matches[j].document, key.path))
-                        if c != 0 { return key.ascending ? c < 0 : c > 0 }
-                    }
-                    return matches[i].id < matches[j].id
-                }
-            }
+            ranked.sort { arrivals[$0] < arrivals[$1] }
         }
-        let page = ranked.dropFirst(skip).prefix(limit).map { projection?.apply(matches[$0].document) ?? matches[$0].document }
-        return (Array(page), matches.count)
+        return (try project(ranked.dropFirst(skip).prefix(limit).map { matches[$0].document }), matches.count)
     }
 
     /// A cached document with its `_id` first, decoded from the wire id.
@@ -186,82 +197,15 @@ public struct DocumentQuery: Sendable {
         for field in fields where field.key != "_id" { fieldsList.append(field) }
         return EJSONObject(uniqueFieldsInOrder: fieldsList)
     }
-
-    static func value(_ document: EJSONObject, _ path: [String]) -> EJSON {
-        var current = EJSON.object(document)
-        for key in path {
-            guard let next = current[key] else { return .null }
-            current = next
-        }
-        return current
-    }
 }
 
-/// `{"a": 1, "b.c": 1}` keeps those fields (and `_id` unless `"_id": 0`); `{"a": 0}` drops them.
-public struct Projection: Sendable {
-    let paths: [[String]]
-    let include: Bool
-    let keepID: Bool
-
-    init(_ value: EJSON) throws(BridgeError) {
-        guard case .object(let o) = value else { throw .badRequest("fields must be an object like {\"name\": 1}") }
-        var include: Bool?
-        var keepID = true
-        var paths: [[String]] = []
-        for field in o {
-            let flag: Bool
-            switch field.value {
-            case .number(1), .bool(true): flag = true
-            case .number(0), .bool(false): flag = false
-            default: throw .badRequest("fields values must be 1, 0, true or false")
-            }
-            if field.key == "_id" {
-                keepID = flag
-                continue
-            }
-            if let include, include != flag { throw .badRequest("fields cannot mix inclusion and exclusion") }
-            include = flag
-            paths.append(field.key.split(separator: ".").map(String.init))
+extension EJSON {
+    /// A date or a regular expression: JavaScript objects without own keys.
+    fileprivate var isDateOrRegexp: Bool {
+        switch self {
+        case .date, .regexp: true
+        default: false
         }
-        self.paths = paths
-        self.include = include ?? false
-        self.keepID = keepID
-    }
-
-    func apply(_ document: EJSONObject) -> EJSONObject {
-        var out: EJSONObject
-        if include {
-            out = EJSONObject()
-            if keepID, let id = document["_id"] { out["_id"] = id }
-            for path in paths { Self.copy(path[...], from: .object(document), into: &out) }
-        } else {
-            out = document
-            if !keepID { out.removeValue(forKey: "_id") }
-            for path in paths { Self.remove(path[...], from: &out) }
-        }
-        return out
-    }
-
-    private static func copy(_ path: ArraySlice<String>, from source: EJSON, into target: inout EJSONObject) {
-        guard let key = path.first, let value = source[key] else { return }
-        if path.count == 1 {
-            target[key] = value
-            return
-        }
-        var child = target[key]?.objectValue ?? EJSONObject()
-        copy(path.dropFirst(), from: value, into: &child)
-        if !child.isEmpty { target[key] = .object(child) }
-    }
-
-    private static func remove(_ path: ArraySlice<String>, from target: inout EJSONObject) {
-        guard let key = path.first else { return }
-        if path.count == 1 {
-            target.removeValue(forKey: key)
-            return
-        }
-        guard case .object(var child)? = target[key] else { return }
-        remove(path.dropFirst(), from: &child)
-        target[key] = .object(child)
     }
 }
 

@@ -3,10 +3,13 @@
 
     /// A collection's documents by id: a persistent hash map (``DocumentCache/Collection/documents``).
     public typealias DocumentMap = TreeDictionary<String, EJSONObject>
+    /// When each document of a collection arrived, by id (``DocumentCache/Collection/arrivals``).
+    public typealias ArrivalMap = TreeDictionary<String, UInt64>
 #else
     /// The fuzz targets compile this module alone, without swift-collections: there the map is
     /// Swift's dictionary, which has the same interface (scripts/fuzz.sh).
     public typealias DocumentMap = [String: EJSONObject]
+    public typealias ArrivalMap = [String: UInt64]
 #endif
 
 /// The merged view of every subscription's documents, as Meteor's client keeps it:
@@ -23,6 +26,12 @@ public struct DocumentCache: Sendable, Equatable {
         public internal(set) var documents: DocumentMap = [:]
         /// Present only for ordered collections.
         public internal(set) var order: [String]? = nil
+        /// The order the documents arrived in, as a number per id (a document removed and added
+        /// again arrives anew): the order Meteor's client keeps them in, so the order of a query's
+        /// answer without a sort, and of its ties.
+        public internal(set) var arrivals: ArrivalMap = [:]
+        /// The number the next document to arrive takes.
+        var nextArrival: UInt64 = 0
         /// Indexes of top-level fields that queries asked for (``FieldIndex``), kept by every change.
         public internal(set) var indexes: [String: FieldIndex] = [:]
         /// Indexes being built outside the cache's owner, by field (``DocumentCache/indexing(_:fields:at:)``).
@@ -83,8 +92,10 @@ public struct DocumentCache: Sendable, Equatable {
         if ordered { Self.placeInOrder(&collections[collection, default: Collection()], id, before: before) }
         guard let existing = collections[collection]?.documents.updateValue(fields, forKey: id) else {
             if collections[collection] == nil {
-                collections[collection] = Collection(documents: [id: fields])
+                collections[collection] = Collection(documents: [id: fields], arrivals: [id: 0], nextArrival: 1)
             } else {
+                collections[collection]!.arrivals[id] = collections[collection]!.nextArrival
+                collections[collection]!.nextArrival += 1
                 collections[collection]!.reindex(id, old: nil, new: fields)
             }
             estimatedBytes += Self.cost(id: id, fields)
@@ -121,6 +132,7 @@ public struct DocumentCache: Sendable, Equatable {
 
     mutating func remove(_ collection: String, _ id: String) -> AppliedChange? {
         guard let previous = collections[collection]?.documents.removeValue(forKey: id) else { return nil }
+        collections[collection]!.arrivals.removeValue(forKey: id)
         collections[collection]!.reindex(id, old: previous, new: nil)
         estimatedBytes -= Self.cost(id: id, previous)
         if collections[collection]!.order != nil { collections[collection]!.order!.removeAll { $0 == id } }

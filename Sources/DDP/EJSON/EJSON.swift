@@ -83,14 +83,14 @@ extension EJSON: Equatable {
         lhs.equals(rhs, keyOrderSensitive: false)
     }
 
-    /// Meteor's `EJSON.equals`: `NaN` equals `NaN`, dates by time, binaries by bytes,
-    /// objects by keys and values (in order when `keyOrderSensitive`).
+    /// Meteor's `EJSON.equals`: `NaN` equals `NaN`, strings by code units (JavaScript's `===`),
+    /// dates by time, binaries by bytes, objects by keys and values (in order when `keyOrderSensitive`).
     public func equals(_ other: EJSON, keyOrderSensitive: Bool) -> Bool {
         switch (self, other) {
         case (.null, .null): return true
         case (.bool(let a), .bool(let b)): return a == b
         case (.number(let a), .number(let b)): return a == b || (a.isNaN && b.isNaN)
-        case (.string(let a), .string(let b)): return a == b
+        case (.string(let a), .string(let b)): return EJSON.sameCodeUnits(a, b)
         case (.date(let a), .date(let b)): return a == b || (a.isNaN && b.isNaN)
         case (.binary(let a), .binary(let b)): return a == b
         case (.regexp(let s1, let f1), .regexp(let s2, let f2)): return s1 == s2 && f1 == f2
