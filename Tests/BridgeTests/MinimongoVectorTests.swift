@@ -1,6 +1,9 @@
 import Bridge
 import DDP
+import DDPServer
 import Foundation
+import HTTPTypes
+import Logging
 import Testing
 
 /// The differential vectors (Fixtures/minimongo-vectors.json, scripts/query-vectors): documents
@@ -123,5 +126,112 @@ struct MinimongoVectors: Sendable {
             }
         }
         #expect(differences.isEmpty, "\(differences.prefix(20).joined(separator: "\n"))")
+    }
+}
+
+/// The vectors' documents published in order by the in-process DDP server, a session subscribed
+/// to them, its queries as `GET /v1/collections/vectors` over real HTTP.
+@Suite struct MinimongoVectorHTTPTests {
+    typealias Get = @Sendable ([String: String]) async throws -> BridgeHarness.Reply
+
+    static func withVectors(_ body: @Sendable (MinimongoVectors, Get) async throws -> Void) async throws {
+        let vectors = try MinimongoVectors.load()
+        let upstream = LocalDDPServer(
+            configuration: DDPServerConfiguration(publications: ["vectors": Publication { run in run.publish(Cursor("vectors")) }]),
+            logger: Logger(label: "upstream"))
+        for document in vectors.documents { _ = try await upstream.core.insert("vectors", document) }
+        try await upstream.start()
+        do {
+            try await BridgeHarness.run(upstreamURL: await upstream.url) { h in
+                let (token, _) = try await h.session()
+                let subscribed = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"vectors"}"#)
+                #expect(subscribed.status == .created, "\(subscribed.text)")
+                try await body(vectors) { parameters in
+                    let query = parameters.sorted { $0.key < $1.key }.map { "\($0.key)=\(urlEncoded($0.value))" }.joined(separator: "&")
+                    return try await h.request(.get, "/v1/collections/vectors?\(query)", token: token)
+                }
+            }
+        } catch {
+            await upstream.stop()
+            throw error
+        }
+        await upstream.stop()
+    }
+
+    @Test func aSampleOfTheVectorsAnswersTheSameThroughHTTP() async throws {
+        try await Self.withVectors { vectors, get in
+            var differences: [String] = []
+            var sampled = 0
+            for query in vectors.queries where query.index % 20 == 0 {
+                sampled += 1
+                let full = try await get(query.parameters)
+                if query.error != nil {
+                    if full.status != .badRequest { differences.append("#\(query.index): \(full.status), not 400") }
+                    continue
+                }
+                var withoutFields = query.parameters
+                withoutFields["fields"] = nil
+                let ids = try await get(withoutFields)["documents"]?.arrayValue?.map { $0["_id"] ?? .null }
+                if full.status != .ok || ids != query.ids {
+                    differences.append("#\(query.index) \(query.text)\n  \(full.status): ids \(ids ?? [])")
+                } else if let expected = query.documents, full["documents"]?.arrayValue != expected {
+                    differences.append("#\(query.index) \(query.text)\n  documents \(full["documents"] ?? .null)")
+                }
+            }
+            #expect(sampled >= 250)
+            #expect(differences.isEmpty, "\(differences.count) of \(sampled) differ:\n\(differences.prefix(10).joined(separator: "\n"))")
+        }
+    }
+
+    /// Each way the bridge once answered otherwise than Minimongo, with Minimongo's answer (the
+    /// vectors' first documents were written for them).
+    @Test func theQueriesThatOnceDifferedAnswerAsMinimongoDoes() async throws {
+        let cases: [(selector: String, extra: [String: String], ids: [String], documents: String?)] = [
+            // A sort key reaching into arrays of objects: an empty array has no key, so it comes first.
+            (#"{"_id":{"$in":["d001","d002"]}}"#, ["sort": #"{"items.k":1}"#], ["d002", "d001"], nil),
+            // Missing before null.
+            (#"{"_id":{"$in":["d018","d019","d006"]}}"#, ["sort": #"{"n":1}"#], ["d019", "d018", "d006"], nil),
+            // Strings by UTF-16 code units: "Apple" < "A\u030a" < "apple" < "Å" < "😀" < "\uffff".
+            (
+                #"{"_id":{"$in":["d010","d011","d012","d013","d016","d017"]}}"#, ["sort": #"{"s":1}"#],
+                ["d016", "d010", "d017", "d011", "d013", "d012"], nil
+            ),
+            // Code units, not canonical equivalence: "Å" does not equal "A\u030a".
+            ("{\"s\":\"\u{00C5}\"}", [:], ["d011"], nil),
+            // An array element without the field counts as null.
+            (#"{"items.q":{"$nin":[null]},"_id":"d003"}"#, [:], [], nil),
+            // Each range operator may hold on another element.
+            (#"{"mixed":{"$gte":5,"$lte":-1}}"#, [:], ["d004"], nil),
+            // A numeric index does not look inside a nested array.
+            (#"{"tags.0":"red"}"#, [:], [], nil),
+            // $all against a plain value; $all: [] matches nothing.
+            (#"{"n":{"$all":[0.5]}}"#, [:], ["d006"], nil),
+            (#"{"n":{"$all":[]}}"#, [:], [], nil),
+            // $elemMatch with operators on values.
+            (#"{"b":{"$elemMatch":{"$gt":2}}}"#, [:], ["d009"], nil),
+            // limit=0 is no limit.
+            (#"{"_id":{"$in":["d001","d002","d003"]}}"#, ["limit": "0"], ["d001", "d002", "d003"], nil),
+            // Projections: _id alone; dotted inclusions keep the parents; dotted exclusions inside arrays.
+            (#"{"_id":"d001"}"#, ["fields": #"{"_id":1}"#], ["d001"], #"[{"_id":"d001"}]"#),
+            (#"{"_id":"d001"}"#, ["fields": #"{"items.k":1}"#], ["d001"], #"[{"_id":"d001","items":[{"k":"b"},{"k":"c"}]}]"#),
+            (#"{"_id":"d007"}"#, ["fields": #"{"meta.y.z":1}"#], ["d007"], #"[{"_id":"d007","meta":{"y":{}}}]"#),
+            (#"{"_id":"d008"}"#, ["fields": #"{"meta.x":0}"#], ["d008"], #"[{"_id":"d008","meta":[{},{}]}]"#)
+        ]
+        // Among the documents written for them (the random ones after them match some of these too).
+        let written = (1...20).map { String(format: "\"d%03d\"", $0) }.joined(separator: ",")
+        try await Self.withVectors { _, get in
+            for item in cases {
+                var parameters = item.extra
+                parameters["selector"] = item.documents == nil ? #"{"$and":[\#(item.selector),{"_id":{"$in":[\#(written)]}}]}"# : item.selector
+                let reply = try await get(parameters)
+                #expect(reply.status == .ok, "\(item.selector): \(reply.text)")
+                let documents = reply["documents"]?.arrayValue ?? []
+                if let expected = item.documents {
+                    #expect(EJSON.array(documents) == (try EJSONParser.parse(expected)), "\(item.selector) \(item.extra)")
+                } else {
+                    #expect(documents.map { $0["_id"] ?? .null } == item.ids.map(EJSON.string), "\(item.selector) \(item.extra)")
+                }
+            }
+        }
     }
 }
