@@ -30,6 +30,7 @@ import Testing
         (.originNotAllowed, .forbidden, "origin-not-allowed"),
         (.cookieWriteNotJSON, .forbidden, "cookie-write-not-json"),
         (.notPublic, .forbidden, "not-public"),
+        (.sessionKeyedByToken, .conflict, "session-keyed-by-token"),
         (.tooManyRequests, .tooManyRequests, "too-many-requests"),
         (.tooManySessions, .serviceUnavailable, "too-many-sessions"),
         (.tooManySessionsFromAddress, .tooManyRequests, "too-many-sessions"),

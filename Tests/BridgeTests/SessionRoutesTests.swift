@@ -123,6 +123,29 @@ import Timing
         }
     }
 
+    /// A session keyed by alice's Meteor token stays alice's: logging it in as bob, by any route,
+    /// is 409 `session-keyed-by-token`, and the token still acts as alice afterwards.
+    @Test func aSessionKeyedByAMeteorTokenKeepsItsUser() async throws {
+        try await BridgeHarness.run { h in
+            let (_, alice) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            let token = try #require(alice["loginToken"]?.stringValue)
+            #expect(try await h.request(.post, "/v1/methods/whoami", token: token)["result"] == alice["userId"])
+            let bob = #"{"username":"bob","password":"hunter2"}"#
+            let bobLogin = #"[{"user":{"username":"bob"},"password":{"digest":"f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7","algorithm":"sha-256"}}]"#
+            expectError(try await h.request(.post, "/v1/session/login", token: token, body: bob), .conflict, "session-keyed-by-token")
+            expectError(try await h.request(.post, "/v1/methods/login", token: token, body: bobLogin), .conflict, "session-keyed-by-token")
+            expectError(
+                try await h.request(.post, "/v1/methods/createUser", token: token, body: #"[{"username":"carol","password":"x"}]"#),
+                .conflict, "session-keyed-by-token")
+            expectError(
+                try await h.request(.post, "/v1/users", token: token, body: #"{"username":"carol","password":"x"}"#), .conflict,
+                "session-keyed-by-token")
+            #expect(try await h.request(.post, "/v1/methods/whoami", token: token)["result"] == alice["userId"], "still alice")
+            let session = try await h.request(.get, "/v1/session", token: token)
+            #expect(session["userId"] == alice["userId"])
+        }
+    }
+
     @Test func idleSessionsExpireWithAClearReason() async throws {
         let time = BridgeClock.driven()
         try await BridgeHarness.run(configure: {

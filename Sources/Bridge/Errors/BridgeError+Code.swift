@@ -24,7 +24,7 @@ extension BridgeError {
             case badRequest, invalidParams, notFound, methodNotAllowed
             case bodyTooLarge, paramsTooLarge, uriTooLong, requestHeaderTooLarge, queryTooExpensive
             case noSession, invalidSession, sessionExpired, invalidLoginToken, queryTokenNotAllowed, loginLost
-            case originNotAllowed, cookieWriteNotJSON, notPublic
+            case originNotAllowed, cookieWriteNotJSON, notPublic, sessionKeyedByToken
             case tooManyRequests, tooManySessions, tooManySessionsFromAddress, tooManyStreams, tooManySubscriptions
             case tooManyPublicReaders, tooManyPublicStreams, tooManyPublicSubscriptions, tooManyPublicSubscriptionsFromAddress
             case tooManyConnections, tooManyConnectionsFromAddress
@@ -53,6 +53,7 @@ extension BridgeError {
                 case .originNotAllowed: ("origin-not-allowed", .forbidden)
                 case .cookieWriteNotJSON: ("cookie-write-not-json", .forbidden)
                 case .notPublic: ("not-public", .forbidden)
+                case .sessionKeyedByToken: ("session-keyed-by-token", .conflict)
                 case .tooManyRequests: ("too-many-requests", .tooManyRequests)
                 case .tooManySessions: ("too-many-sessions", .serviceUnavailable)
                 case .tooManySessionsFromAddress: ("too-many-sessions", .tooManyRequests)
@@ -130,6 +131,8 @@ extension BridgeError {
         public static let cookieWriteNotJSON = Code(.cookieWriteNotJSON)
         /// The publication is not public on this bridge.
         public static let notPublic = Code(.notPublic)
+        /// A login on a session keyed by a Meteor login token, which stays that token's user.
+        public static let sessionKeyedByToken = Code(.sessionKeyedByToken)
 
         // MARK: Limits
 

@@ -26,6 +26,7 @@ extension BridgeRoutes {
         let timeout = try RequestInput.duration(request, "timeout", default: configuration.requestTimeout, max: configuration.maxRequestTimeout)
         let atMostOnce = try RequestInput.flag(request, "atMostOnce") ?? false
         let session = try await session(request, context)
+        if ["login", "createUser"].contains(name) { try Self.refuseLoginIfKeyed(session) }
         try await session.waitUntilConnected(timeout: min(timeout, configuration.connectTimeout))
         let started = configuration.clock.now
         defer { registry.metrics.methodDuration.recordNanoseconds((configuration.clock.now - started).wholeNanoseconds) }
@@ -33,6 +34,7 @@ extension BridgeRoutes {
             try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
         }
         let before = session.loginToken
+        let userBefore = session.userID
         // Logging in through the generic route counts against the same failed-login limit.
         let result =
             ["login", "createUser"].contains(name)
@@ -46,6 +48,9 @@ extension BridgeRoutes {
             if session.loginToken == nil { registry.forgetMeteorKey(of: session) }
             await registry.save(session)
         }
+        // Any other method that changed the connection's user (a custom login method): the token
+        // no longer selects this session; it selects a new one of its own user next time.
+        if session.userID != userBefore { registry.forgetMeteorKey(of: session) }
         return Reply.json(["result": result ?? .null])
     }
 }

@@ -56,6 +56,7 @@ extension BridgeRoutes {
             throw BridgeError.badRequest("the body must hold {\"username\" or \"email\", \"password\"}, {\"resume\": token} or {\"login\": payload}")
         }
         let session = try await session(request, context)
+        try Self.refuseLoginIfKeyed(session)
         let result = try await registry.login(
             from: session.user?.key ?? RequestInput.clientKey(request, context, configuration: configuration)
         ) {
@@ -87,6 +88,7 @@ extension BridgeRoutes {
         }
         if let profile = body["profile"], profile.objectValue == nil { throw BridgeError.badRequest("profile must be an object") }
         let existing = RequestInput.credential(request) == nil ? nil : try await session(request, context)
+        if let existing { try Self.refuseLoginIfKeyed(existing) }
         let address = existing?.user?.address ?? RequestInput.clientAddress(request, context, configuration: configuration)
         if existing == nil { try registry.checkSessionRate(configuration.clientKey(address)) }
         var created: (session: Session, token: String)?
@@ -113,6 +115,18 @@ extension BridgeRoutes {
     }
 
     // MARK: - Helpers
+
+    /// A session keyed by a Meteor login token (one sent as `Authorization: Bearer`) is that
+    /// token's user for as long as it lives: logging it in as another user would make the token
+    /// act as that user. 409 `session-keyed-by-token`; a logout is allowed (the key is dropped:
+    /// Meteor ends the token).
+    static func refuseLoginIfKeyed(_ session: Session) throws(BridgeError) {
+        guard session.user?.meteorKey != nil else { return }
+        throw BridgeError(
+            .sessionKeyedByToken,
+            "This session is keyed by the Meteor login token it was sent with and stays that token's user: to log in as "
+                + "someone else, create a session of your own (POST /v1/sessions with the credentials) and use its token")
+    }
 
     static func loginFields(_ result: LoginResult) -> EJSONObject {
         ["userId": .string(result.userId), "loginToken": .string(result.token), "tokenExpires": result.tokenExpires.map(EJSON.date) ?? .null]

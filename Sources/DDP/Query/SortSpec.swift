@@ -12,8 +12,9 @@ public struct SortSpec: Sendable, Equatable {
 
     public var isEmpty: Bool { parts.isEmpty }
 
-    /// `{"field": 1 | -1, …}` in key order (keys that look like array indexes first, as
-    /// JavaScript enumerates them); `[["field", "asc" | "desc" | 1 | -1], "field", …]`.
+    /// `{"field": 1 | -1, …}` in the order written (a JavaScript object would put keys that look
+    /// like array indexes first; MongoDB keeps the order written, and so does the bridge);
+    /// `[["field", "asc" | "desc" | 1 | -1], "field", …]`.
     /// In the object form a number sorts ascending from 0 up, as in Minimongo, and
     /// `"asc"`/`"desc"` (or `"ascending"`/`"descending"`) mean what they say, as MongoDB's drivers
     /// take them (Minimongo sorts both descending); in the array form -1 means descending, as in
@@ -27,7 +28,7 @@ public struct SortSpec: Sendable, Equatable {
         }
         switch value {
         case .object(let object):
-            for field in Self.enumerationOrder(object.fields) { try add(field.key, try Self.direction(field.value)) }
+            for field in object.fields { try add(field.key, try Self.direction(field.value)) }
         case .array(let items):
             for item in items {
                 switch item {
@@ -52,18 +53,6 @@ public struct SortSpec: Sendable, Equatable {
         case .bool, .null: return true
         default: throw SelectorError("a sort direction must be 1, -1, \"asc\" or \"desc\", not \(value)")
         }
-    }
-
-    /// JavaScript's order of an object's keys: those that are array indexes first, ascending by
-    /// value, then the others as written.
-    static func enumerationOrder(_ fields: [EJSONObject.Field]) -> [EJSONObject.Field] {
-        func index(_ key: String) -> UInt32? {
-            guard key == "0" || !key.hasPrefix("0"), let n = UInt32(key), n < UInt32.max else { return nil }
-            return n
-        }
-        let indexed = fields.compactMap { field in index(field.key).map { ($0, field) } }
-        guard !indexed.isEmpty else { return fields }
-        return indexed.sorted { $0.0 < $1.0 }.map(\.1) + fields.filter { index($0.key) == nil }
     }
 
     // MARK: - Keys
