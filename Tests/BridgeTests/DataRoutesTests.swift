@@ -156,6 +156,22 @@ import Testing
         }
     }
 
+    /// A session subscribed to a publication that sends it nothing (after a logout, `myTasks` has
+    /// nothing for an anonymous session) is not told to subscribe first: its hint names the
+    /// subscriptions it holds.
+    @Test func anEmptyAnswerAfterALogoutNamesTheSubscriptionsHeld() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"myTasks"}"#)
+            #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 2)
+            #expect(try await h.request(.post, "/v1/session/logout", token: token).status == .ok)
+            try await h.waitUntil("alice's tasks gone", session: token) { $0.collection("tasks") == nil }
+            let empty = try await h.request(.get, "/v1/collections/tasks", token: token)
+            let hint = try #require(empty["hint"]?.stringValue, "\(empty.text)")
+            #expect(hint.contains("(myTasks)") && !hint.contains("subscribe to a publication first"), "\(hint)")
+        }
+    }
+
     @Test func writesGoThroughCollectionMethodsAndAreReadable() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()
@@ -270,8 +286,16 @@ import Testing
             expectError(down, .serviceUnavailable, "upstream-unavailable")
             #expect(Int(down.headers[.retryAfter] ?? "") ?? 0 >= 1)
             #expect(try await h.request(.get, "/v1/session", token: token)["connection"]?["state"] != "connected")
-            // Cached documents stay readable while the upstream is away.
-            #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 2)
+            // Cached documents stay readable while the upstream is away, and say they may be stale.
+            let upstreamState = try #require(HTTPField.Name("Upstream-State"))
+            let stale = try await h.request(.get, "/v1/collections/tasks", token: token)
+            #expect(stale["count"] == 2)
+            let state = stale.headers[upstreamState]
+            #expect(state == "reconnecting" || state == "connecting", "\(stale.headers)")
+            #expect(stale["upstream"]?.stringValue == state)
+            let tasks = try #require(stale["documents"]?.arrayValue?.first?["_id"]?.stringValue)
+            #expect(try await h.request(.get, "/v1/collections/tasks/\(tasks)", token: token).headers[upstreamState] != nil)
+            #expect(try await h.request(.get, "/v1/collections", token: token).headers[upstreamState] != nil)
             expectError(try await h.request(.post, "/v1/sessions", body: "{}"), .serviceUnavailable, "upstream-unavailable")
             try await h.upstream.start(port: port)
             try await h.waitUntilLive("the session's connection back", session: token)
@@ -280,7 +304,8 @@ import Testing
             #expect(whoami["result"]?.stringValue?.count == 17, "the session resumed its login")
             let readyAgain = try await h.readiness("/readyz follows the upstream back") { $0.status == .ok }
             #expect(readyAgain.status == .ok, "/readyz follows the upstream back")
-            #expect(try await h.request(.get, "/v1/collections/tasks", token: token)["count"] == 2)
+            let fresh = try await h.request(.get, "/v1/collections/tasks", token: token)
+            #expect(fresh["count"] == 2 && fresh["upstream"] == nil && fresh.headers[upstreamState] == nil, "\(fresh.text)")
         }
     }
 }

@@ -131,7 +131,8 @@ import Timing
             let token = try #require(alice["loginToken"]?.stringValue)
             #expect(try await h.request(.post, "/v1/methods/whoami", token: token)["result"] == alice["userId"])
             let bob = #"{"username":"bob","password":"hunter2"}"#
-            let bobLogin = #"[{"user":{"username":"bob"},"password":{"digest":"f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7","algorithm":"sha-256"}}]"#
+            let bobLogin =
+                #"[{"user":{"username":"bob"},"password":{"digest":"f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7","algorithm":"sha-256"}}]"#
             expectError(try await h.request(.post, "/v1/session/login", token: token, body: bob), .conflict, "session-keyed-by-token")
             expectError(try await h.request(.post, "/v1/methods/login", token: token, body: bobLogin), .conflict, "session-keyed-by-token")
             expectError(

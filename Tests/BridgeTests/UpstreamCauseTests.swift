@@ -49,6 +49,21 @@ import Testing
         }
     }
 
+    /// While the cause is known, a request that needs the upstream gets its 503 with the cause at
+    /// once: not after `--connect-timeout` (five minutes here, past the suite's time limit).
+    @Test func requestsThatNeedTheUpstreamFailAtOnceWhileTheCauseIsKnown() async throws {
+        let port = try await Self.closedPort()
+        try await BridgeHarness.run(upstreamURL: "ws://127.0.0.9:\(port)/websocket", configure: { $0.connectTimeout = .seconds(300) }) { bridge in
+            _ = try await Self.readiness(bridge, within: .seconds(10))
+            for _ in 0..<3 {
+                let refused = try await bridge.request(.post, "/v1/sessions", body: "{}")
+                expectError(refused, .serviceUnavailable, "upstream-unavailable")
+                #expect(refused["details"]?["cause"]?["code"] == "connection-refused", "\(refused.text)")
+                #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 >= 1)
+            }
+        }
+    }
+
     /// An app that never answers an upgrade on `/` (as a Meteor app may) outlasts a session's
     /// wait: its 503 names the cause the bridge's other connections found meanwhile.
     @Test func anUpgradeNeverAnsweredIsNamedInA503BeforeTheSessionsOwnAttemptEnds() async throws {

@@ -10,7 +10,7 @@ extension BridgeRoutes {
         let list = await session.client.withCache { cache in
             cache.collections.keys.sorted().map { name -> EJSON in ["name": .string(name), "count": .int(cache.collections[name]!.documents.count)] }
         }
-        return Reply.json(.array(list))
+        return Reply.json(.array(list), headers: Reply.cacheHeaders(session.staleness))
     }
 
     /// `GET /v1/collections/{name}?selector=&sort=&skip=&limit=&fields=`.
@@ -31,15 +31,17 @@ extension BridgeRoutes {
         if collection == nil {
             // The names leave the actor as they are; they are sorted outside it, off its loop.
             let held = await session.client.withCache { Array($0.collections.keys) }.sorted()
-            absent = AbsentCollection(name: name, held: held, publication: nil)
+            absent = AbsentCollection(name: name, held: held, publication: nil, subscriptions: session.subscriptions.map(\.name))
         }
-        let bytes = Self.queryBody(documents, count: count, absent: absent)
-        return Reply.json(encoded: ByteBuffer(bytes: bytes))
+        let staleness = session.staleness
+        let bytes = Self.queryBody(documents, count: count, absent: absent, upstream: staleness)
+        return Reply.json(encoded: ByteBuffer(bytes: bytes), headers: Reply.cacheHeaders(staleness))
     }
 
     /// `{"documents": [...], "count": n}`, written straight to bytes; for a collection not held,
-    /// `"collectionHeld": false`, the collections that are and a hint follow.
-    static func queryBody(_ documents: [EJSONObject], count: Int, absent: AbsentCollection? = nil) -> [UInt8] {
+    /// `"collectionHeld": false`, the collections that are and a hint follow; while the session's
+    /// upstream is not connected, `"upstream"`: its state (the answer may be stale).
+    static func queryBody(_ documents: [EJSONObject], count: Int, absent: AbsentCollection? = nil, upstream: String? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64 + documents.count * 128)
         EJSONWriter.appendLiteral("{\"documents\":[", to: &out)
@@ -54,6 +56,10 @@ extension BridgeRoutes {
             EJSONWriter.write(.array(absent.held.map { .string($0) }), into: &out)
             EJSONWriter.appendLiteral(",\"hint\":", to: &out)
             EJSONWriter.write(.string(absent.hint), into: &out)
+        }
+        if let upstream {
+            EJSONWriter.appendLiteral(",\"upstream\":", to: &out)
+            EJSONWriter.write(.string(upstream), into: &out)
         }
         out.append(UInt8(ascii: "}"))
         return out
@@ -75,7 +81,7 @@ extension BridgeRoutes {
         guard let body = await session.encodedDocument(name, id.wire) else {
             throw BridgeError.notFound("No document '\(id.wire)' in '\(name)' for this session (is it published to it?)")
         }
-        return Reply.json(encoded: body)
+        return Reply.json(encoded: body, headers: Reply.cacheHeaders(session.staleness))
     }
 
     /// `POST /v1/collections/{name}`: insert through `/{name}/insert`; a missing `_id` becomes a

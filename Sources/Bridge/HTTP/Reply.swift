@@ -10,6 +10,16 @@ enum Reply {
     }
 
     /// A body already encoded as JSON (kept, or written straight into bytes).
+    /// `Upstream-State`: on an answer served from a session's cache while its upstream is not
+    /// connected, the upstream's state (`connecting`, `reconnecting`, `closed`): the answer may be stale.
+    static let upstreamState = HTTPField.Name("Upstream-State") ?? .via
+
+    /// The headers of an answer from `session`'s cache: `Upstream-State` while its upstream is not connected.
+    static func cacheHeaders(_ staleness: String?) -> HTTPFields {
+        guard let staleness else { return [:] }
+        return [upstreamState: staleness]
+    }
+
     static func json(encoded body: ByteBuffer, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
         var headers = headers
         headers[.contentType] = "application/json"

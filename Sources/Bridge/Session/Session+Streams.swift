@@ -199,6 +199,17 @@ extension ConnectionState {
         }
     }
 
+    /// The state's name, as `GET /v1/session`, `connection` events and the `Upstream-State`
+    /// header say it.
+    var name: String {
+        switch self {
+        case .idle, .connecting: "connecting"
+        case .connected: "connected"
+        case .reconnecting: "reconnecting"
+        case .closed: "closed"
+        }
+    }
+
     /// As `GET /v1/session` and `connection` events report it.
     var ejson: EJSON {
         switch self {

@@ -229,6 +229,14 @@ public final class Session: Sendable {
 
     public var connection: ConnectionState { state.withLock { $0.machine.connection } }
 
+    /// While the upstream is not connected, its state's name: what the session's cache answers
+    /// may be stale (`Upstream-State`, and a query's `upstream`); `nil` while connected.
+    var staleness: String? {
+        let connection = self.connection
+        if case .connected = connection { return nil }
+        return connection.name
+    }
+
     /// The connection as `GET /v1/session` reports it: `resyncing` (not `connected`) while the
     /// view waits for its subscriptions after a reconnect, so a stuck view never looks healthy.
     func connectionReport() async -> EJSON {

@@ -153,6 +153,10 @@ struct SessionStateMachine: Sendable {
             switch state {
             case .connected:
                 actions.append(.resumeConnectionWaiters(nil))
+            case .reconnecting(_, _, let cause?):
+                // The attempt failed for a known cause: the requests waiting for it fail now with
+                // that cause, rather than wait out their deadline for an answer already known.
+                actions.append(.resumeConnectionWaiters(unreachable(elsewhere: cause)))
             case .closed(let reason):
                 actions.append(.resumeConnectionWaiters(loginLost ?? .upstreamUnavailable("The upstream connection is closed: \(reason)")))
             default:
