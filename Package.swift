@@ -138,10 +138,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
             ],
             swiftSettings: swiftSettings,
-            plugins: ["BuildInfo"]
+            plugins: ["BuildInfo", "EmbeddedDocuments"]
         ),
         // Records the commit a build is made from (BuildInfo.commit: --version, ddp_bridge_build_info).
         .plugin(name: "BuildInfo", capability: .buildTool()),
+        // Builds openapi.yaml and openapi.json into the binary (served at /openapi.yaml, /openapi.json).
+        .plugin(name: "EmbeddedDocuments", capability: .buildTool()),
         .executableTarget(
             name: "ddp-bridge",
             dependencies: [

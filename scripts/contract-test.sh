@@ -11,6 +11,8 @@ if ! "$venv/bin/python" -c "import dockerfile, schemathesis, openapi_spec_valida
     "$venv/bin/pip" install --quiet --disable-pip-version-check schemathesis==4.32.5 openapi-spec-validator==0.9.0 dockerfile==3.4.0 pyyaml
 fi
 "$venv/bin/openapi-spec-validator" openapi.yaml
+# The bridge serves openapi.yaml and its JSON form (openapi.json, made by scripts/openapi-json.py).
+"$venv/bin/python" scripts/openapi-json.py --check
 # No Docker engine runs here: the Dockerfile and compose file are checked statically.
 "$venv/bin/python" scripts/check-docker.py
 

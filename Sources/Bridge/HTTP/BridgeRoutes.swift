@@ -27,6 +27,8 @@ struct BridgeRoutes: Sendable {
                             byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe, fanout: fanout, admission: admission))))
                 }
             ),
+            (.get, "/openapi.yaml", { _, _ in Self.contract(EmbeddedDocuments.openAPIYAML, "application/yaml; charset=utf-8") }),
+            (.get, "/openapi.json", { _, _ in Self.contract(EmbeddedDocuments.openAPIJSON, "application/json") }),
             (.post, "/v1/sessions", createSession),
             (.get, "/v1/session", getSession),
             (.delete, "/v1/session", deleteSession),
@@ -51,6 +53,11 @@ struct BridgeRoutes: Sendable {
             (.head, "/v1/public/events", publicEventsHead),
             (.get, "/v1/public/collections/:name", publicCollection)
         ]
+    }
+
+    /// The HTTP contract this build serves (openapi.yaml, and the same as JSON), as built in.
+    static func contract(_ text: String, _ type: String) -> Response {
+        Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
     /// The paths and verbs, for 405 answers.
