@@ -163,15 +163,22 @@ def shown(value):
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-# Values of every EJSON type class, and the pairs the order must get right: ±Infinity, canonically
-# equivalent strings (equal to Swift: their ids decide), an escaped object and a custom type (the
-# same class, no order between them), binary by length first. Not NaN: it compares equal to every
-# number, so no order is total and the bridge's own sort algorithm decides where it lands.
+# Values of every EJSON type class, and the pairs Minimongo's order (the bridge's) must get right:
+# two +Infinity (unordered against each other: a tie, in arrival order), canonically equivalent
+# strings (different UTF-16 code units: ordered), an escaped object and a custom type (an object
+# {$type, $value} to Minimongo), binary by length first, arrays (a sort key takes their least
+# element ascending, their greatest descending; an empty one is a missing value), an array of
+# objects (`n.a` reaches into each) and an array inside an array (compared as an array). One
+# regular expression only: two have no order (Minimongo throws, the bridge answers 400). Not NaN:
+# it is unordered against every number, so no order is total and each side's sort algorithm
+# decides where it lands.
 MIXED = [None, -3, 1.5, 0, {"$InfNaN": -1}, {"$InfNaN": 1}, "x", "X", "\u00e9", "e\u0301", "\U0001F600", "\ue000",
          {"a": 1}, {"a": 1, "b": 2}, {"b": 0}, {"$escape": {"$date": "x"}}, {"$type": "point", "$value": [1, 2]}, [1, 2], [1], [],
          {"$binary": "AQI="}, {"$binary": "AAA="}, {"$binary": "AQ=="}, {"$type": "oid", "$value": "0123456789abcdef01234567"},
-         True, False, {"$date": 5}, {"$date": -5}, {"$regexp": "a.c", "$flags": "i"}, {"$regexp": "a.c", "$flags": ""}]
-# Ids whose order differs between Unicode scalars (Swift, the bridge) and UTF-16 code units.
+         True, False, {"$date": 5}, {"$date": -5}, {"$regexp": "a.c", "$flags": "i"}, {"$InfNaN": 1},
+         [{"a": 3}, {"a": -1}], [[1, 2]], [5, "x", None]]
+# Ids whose order differs between UTF-16 code units (Minimongo's and JavaScript's, so the bridge's
+# sort) and Unicode scalars (Swift's String order); several tie on `n` (arrival order decides).
 MIXED_IDS = ["mix-\U0001F600", "mix-\ue000", "mix-A", "mix-a", "-mix"]
 
 
@@ -319,7 +326,9 @@ try:
                 return rest("DELETE", doc, token=token)
             if i % 10 == 0:
                 return rest("PATCH", doc, {"batch": "moved-out"}, token)  # leaves the view
-            return rest("PATCH", doc, {"n": (i * 7) % 23, "note": f"changed {i}"}, token)  # reorders it, with ties
+            # Reorders it, with ties: those keep the order the documents arrived in, the same in the
+            # page as in the bridge because the view was open (and live) before the first insert.
+            return rest("PATCH", doc, {"n": (i * 7) % 23, "note": f"changed {i}"}, token)
 
         changed = list(pool.map(change, range(200)))
         assert all(status == 200 for status, _, _ in changed), [(r[0], r[2]) for r in changed if r[0] != 200][:3]
@@ -349,17 +358,35 @@ try:
     step("a sort over values of every EJSON type orders the table as the REST API does")
     docs = [{"_id": f"mix-{i:02}", "batch": "mix", "n": value} for i, value in enumerate(MIXED)]
     docs += [{"_id": doc_id, "batch": "mix", "n": 7} for doc_id in MIXED_IDS] + [{"_id": "mix-none", "batch": "mix"}]
+    selector = '{"batch": "mix"}'
+    # The view is open before the documents are written: ties keep the order the documents
+    # arrived in, and the page's copy holds them in the bridge's arrival order when it receives
+    # them live (a snapshot lists them in the order of the bridge's map, not of their arrival).
+    # The sorts below keep the selector, so the view (and its copy) stays the same.
+    apply_query(selector, "", 50)
+    wait_for("the empty mix view", lambda: text_of("documents-caption") == "tasks: 0 matching documents")
     for doc in docs:
         status, _, body = rest("POST", "/v1/collections/tasks", doc, token)
         assert status in (200, 201), (status, body, doc)
-    selector = '{"batch": "mix"}'
-    for sort in ['{"n": 1}', '{"n": -1}', '[["n", "desc"], ["_id", "asc"]]', '{"_id": -1}', "", '{"n.a": -1, "n": 1}']:
+    wait_for("every mix document in the view", lambda: text_of("documents-caption") == f"tasks: {len(docs)} matching documents")
+    for sort in ['{"n": 1}', '{"n": -1}', '[["n", "desc"], ["_id", "asc"]]', '{"_id": -1}', "", '{"n.a": -1, "n": 1}',
+                 '{"n.0": 1}', '[["n", 0], ["_id", 2]]']:
         apply_query(selector, sort, 50)
         expected, count = rest_page(token, selector, sort, 0, 50)
         assert count == len(docs), count
         wait_for(f"the order of sort {sort or '(none)'}", lambda: table_rows() == expected,
                  detail=lambda: f"\n  page: {table_rows()}\n  REST: {expected}")
+
+    step("a sort the documents refuse (parallel arrays) is an error on the page as in the REST API")
+    sort = '{"n": 1, "n.0": 1}'
+    status, _, body = rest("GET", f"/v1/collections/tasks?{urllib.parse.urlencode({'selector': selector, 'sort': sort})}", token=token)
+    assert status == 400 and "parallel arrays" in body, (status, body)
+    apply_query(selector, sort, 50)
+    wait_for("the sort's error", lambda: text_of("query-message") == "Sort: cannot sort by parallel arrays (n, n.0)" and rows() == [],
+             detail=lambda: f"message {text_of('query-message')!r}, {len(rows())} rows")
+    assert by_id("q-sort").get_attribute("aria-invalid") == "true"
     apply_query("", "", 20)
+    wait_for("the error gone", lambda: text_of("query-message") == "" and by_id("q-sort").get_attribute("aria-invalid") == "false")
 
     step("the page follows the system's dark theme and fits a phone-width screen")
     driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})

@@ -74,6 +74,21 @@ describe("LocalCopy", () => {
     assert.equal(copy.synced, true);
   });
 
+  test("documents stay in the order they arrived in (the sort's tie order, as in the bridge)", () => {
+    const copy = new LocalCopy();
+    for (const id of ["c", "a", "b", "d"]) copy.apply(...added("t", id, { n: 1 }));
+    copy.apply(...changed("t", "c", { n: 2 }));
+    copy.apply(...added("t", "a", { n: 3 })); // an `added` for a document held replaces it where it is
+    copy.apply(...removed("t", "b"));
+    copy.apply(...added("t", "b", { n: 1 })); // removed and added again: it arrives anew
+    copy.apply(...changed("t", "e", { n: 1 })); // a change for a document not held: it arrives
+    assert.deepEqual(docs(copy, "t").map((doc) => doc._id), ["c", "a", "d", "b", "e"]);
+    copy.apply("reset", {});
+    for (const id of ["d", "c"]) copy.apply(...added("t", id, {}));
+    copy.apply("snapshot", { count: 2 });
+    assert.deepEqual(docs(copy, "t").map((doc) => doc._id), ["d", "c"], "a snapshot's documents in the order it lists them");
+  });
+
   test("a second reset during a snapshot starts it again", () => {
     const copy = new LocalCopy();
     copy.apply("reset", {});

@@ -41,6 +41,8 @@ export function mountDataPanel(app) {
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let fadeTimer;
   let shownPage = 0;
+  /** Whether the sort input is marked for a sort the documents refuse (not for one typed wrong). */
+  let sortRefused = false;
 
   chips.addEventListener("click", (event) => {
     const button = event.target instanceof Element ? event.target.closest("button[data-collection]") : null;
@@ -164,7 +166,12 @@ export function mountDataPanel(app) {
     pageInfo.textContent = state.selected ? `page ${view.page + 1} of ${view.pages}` : "";
     previous.disabled = view.page === 0;
     next.disabled = view.page + 1 >= view.pages;
-    showMessage(queryMessage, state.queryMessage);
+    // A sort the documents refuse (parallel arrays) shows no rows, as the bridge answers 400, and
+    // says why as a sort typed wrong does, unless the form has a newer message to show.
+    const refused = view.error !== null;
+    if (refused || sortRefused) markInvalid(sortInput, refused);
+    sortRefused = refused;
+    showMessage(queryMessage, view.error !== null && !state.queryMessage.text ? { text: view.error, kind: "error" } : state.queryMessage);
   };
 
   return (state, parts) => {

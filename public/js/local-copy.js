@@ -2,7 +2,10 @@
 // A local copy of documents kept from the bridge's event stream: `added`, `changed` and
 // `removed` apply one by one; `reset` starts a new copy that the snapshot's `added` events
 // fill and its `snapshot` marker puts in place (until then the old copy stays, so a table
-// never shows a half-loaded snapshot).
+// never shows a half-loaded snapshot). Each collection keeps its documents in the order they
+// arrived in: the order the table keeps for ties and shows without a sort, as the bridge does
+// (a document removed and added again arrives anew; an `added` for one held replaces it where
+// it is; a snapshot's documents arrive in the order the snapshot lists them).
 
 import { wireId } from "../api.js";
 import { compareStrings } from "./ejson.js";
@@ -47,7 +50,7 @@ export class LocalCopy {
   }
 
   /**
-   * The documents of one collection (empty when there are none).
+   * The documents of one collection in the order they arrived in (empty when there are none).
    * @param {string} name
    * @returns {Map<string, Entry>}
    */
