@@ -44,7 +44,7 @@ public enum BridgeApplication {
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(SecurityHeadersMiddleware())
-        router.middlewares.add(ErrorShapeMiddleware())
+        router.middlewares.add(ErrorShapeMiddleware(clock: configuration.clock))
         router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
         router.middlewares.add(RequestHygieneMiddleware(configuration: configuration, own: ownOrigins))
         if let folder = configuration.publicFolder {

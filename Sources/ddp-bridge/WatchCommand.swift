@@ -1,4 +1,5 @@
 import ArgumentParser
+import Bridge
 import DDP
 import DDPClient
 import Foundation
@@ -20,9 +21,7 @@ struct WatchCommand: AsyncParsableCommand {
         guard let url = upstream ?? ProcessInfo.processInfo.environment["DDP_BRIDGE_UPSTREAM"] else {
             throw ValidationError("set --upstream or DDP_BRIDGE_UPSTREAM")
         }
-        guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
-            throw ValidationError("--upstream must be a ws:// or wss:// URL, got '\(url)'")
-        }
+        if let problem = Settings.upstreamURLProblem(url) { throw ValidationError("--upstream \(problem)") }
         try await watch(url: url, options: options, logger: try makeLogger(options.logLevel))
     }
 }

@@ -26,6 +26,10 @@ import Testing
             expectError(try await h.request(.post, "/v1/methods/echo", token: token, body: #"[{"$date":"x"}]"#), .badRequest, "bad-request")
             expectError(
                 try await h.request(.post, "/v1/methods/sleep?timeout=100", token: token, body: "[2000]"), .gatewayTimeout, "upstream-timeout")
+            // The 504 names the limit that ran out.
+            let timedOut = try await h.request(.post, "/v1/methods/sleep?timeout=100", token: token, body: "[2000]")
+            #expect(timedOut["reason"]?.stringValue?.contains("within 100 ms (the request's timeout=100") == true, "\(timedOut.text)")
+            #expect(timedOut["details"]?["timeout"] == 100)
             expectError(try await h.request(.post, "/v1/methods/echo?wait=maybe", token: token), .badRequest, "bad-request")
             expectError(try await h.request(.post, "/v1/methods/echo?timeout=-1", token: token), .badRequest, "bad-request")
             // Method names with slashes reach the upstream whole.

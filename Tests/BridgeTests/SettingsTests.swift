@@ -34,6 +34,18 @@ import Testing
         ([:], "--upstream (DDP_BRIDGE_UPSTREAM) is required"),
         (["upstream": "http://meteor:3000"], "--upstream (DDP_BRIDGE_UPSTREAM) must be a ws:// or wss:// URL"),
         (["upstream": "wss://10.0.0.5/websocket"], "--upstream (DDP_BRIDGE_UPSTREAM) must name a host, not an IP address"),
+        (
+            ["upstream": "http://localhost:3000/websocket"],
+            "--upstream (DDP_BRIDGE_UPSTREAM) must be a ws:// or wss:// URL (Meteor serves DDP over WebSocket at /websocket), got 'http://localhost:3000/websocket': use ws://localhost:3000/websocket"
+        ),
+        (
+            ["upstream": "https://app.example/"],
+            "--upstream (DDP_BRIDGE_UPSTREAM) must be a ws:// or wss:// URL (Meteor serves DDP over WebSocket at /websocket), got 'https://app.example/': use wss://app.example/websocket"
+        ),
+        (["upstream": "ws://m:0/websocket"], "--upstream (DDP_BRIDGE_UPSTREAM) must have a port from 1 to 65535"),
+        (["upstream": "ws://m:65536/websocket"], "--upstream (DDP_BRIDGE_UPSTREAM) must have a port from 1 to 65535"),
+        (["upstream": "ws://m:99999999999999999999/websocket"], "--upstream (DDP_BRIDGE_UPSTREAM) must have a port from 1 to 65535"),
+        (["upstream": "ws://[::1]:70000/websocket"], "--upstream (DDP_BRIDGE_UPSTREAM) must have a port from 1 to 65535"),
         (["upstream": "ws://m/websocket", "port": "70000"], "--port (DDP_BRIDGE_PORT) must be a whole number from 0 to 65535"),
         (["upstream": "ws://m/websocket", "max-sessions": "none"], "--max-sessions (DDP_BRIDGE_MAX_SESSIONS) must be a whole number"),
         (["upstream": "ws://m/websocket", "request-timeout": "-1"], "--request-timeout (DDP_BRIDGE_REQUEST_TIMEOUT) must be a number"),

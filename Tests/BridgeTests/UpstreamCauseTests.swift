@@ -53,14 +53,20 @@ import Testing
     /// once: not after `--connect-timeout` (five minutes here, past the suite's time limit).
     @Test func requestsThatNeedTheUpstreamFailAtOnceWhileTheCauseIsKnown() async throws {
         let port = try await Self.closedPort()
-        try await BridgeHarness.run(upstreamURL: "ws://127.0.0.9:\(port)/websocket", configure: { $0.connectTimeout = .seconds(300) }) { bridge in
+        let (lines, logger) = LogLines.logger(level: .warning)
+        try await BridgeHarness.run(
+            upstreamURL: "ws://127.0.0.9:\(port)/websocket", configure: { $0.connectTimeout = .seconds(300) }, logger: logger
+        ) { bridge in
             _ = try await Self.readiness(bridge, within: .seconds(10))
-            for _ in 0..<3 {
+            for _ in 0..<20 {
                 let refused = try await bridge.request(.post, "/v1/sessions", body: "{}")
                 expectError(refused, .serviceUnavailable, "upstream-unavailable")
                 #expect(refused["details"]?["cause"]?["code"] == "connection-refused", "\(refused.text)")
                 #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 >= 1)
             }
+            // Twenty 503s in a row are one warning (then one every 10 s, saying how many were held back).
+            let warnings = lines.all.filter { $0.contains("request failed") }
+            #expect(warnings.count == 1, "\(warnings)")
         }
     }
 

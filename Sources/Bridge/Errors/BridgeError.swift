@@ -42,6 +42,18 @@ public struct BridgeError: Error, Sendable, HTTPResponseError {
 
     public static let upstreamTimeout = BridgeError(.upstreamTimeout, "The upstream did not answer in time")
 
+    /// 504 `upstream-timeout` naming what was waited for and the limit that ran out (a request's
+    /// `timeout`, or the setting it defaults to), with the limit in `details.timeout` (ms).
+    static func timedOut(_ what: String, after limit: Duration, given: Bool, setting: String, most: Duration) -> BridgeError {
+        let ms = limit.wholeMilliseconds
+        let source =
+            given
+            ? "the request's timeout=\(ms); it may be up to \(most.wholeMilliseconds)"
+            : "\(setting); timeout=ms sets it for one request, up to \(most.wholeMilliseconds)"
+        return BridgeError(
+            .upstreamTimeout, "The upstream did not answer \(what) within \(ms) ms (\(source))", details: ["timeout": .number(Double(ms))])
+    }
+
     /// Meteor's error, passed through with the status ``Code/status`` gives it; Meteor's
     /// `too-many-requests` gets `Retry-After` from its `timeToReset`.
     public static func from(_ error: DDPError) -> BridgeError {

@@ -31,7 +31,14 @@ extension BridgeRoutes {
         let started = configuration.clock.now
         defer { registry.metrics.methodDuration.recordNanoseconds((configuration.clock.now - started).wholeNanoseconds) }
         let call = {
-            try await session.client.call(name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
+            do {
+                return try await session.client.call(
+                    name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
+            } catch let error as DDPClientError where error.code == .timedOut {
+                throw BridgeError.timedOut(
+                    "the method '\(name)'", after: timeout, given: RequestInput.query(request, "timeout") != nil, setting: "--request-timeout",
+                    most: configuration.maxRequestTimeout)
+            }
         }
         let before = session.loginToken
         let userBefore = session.userID

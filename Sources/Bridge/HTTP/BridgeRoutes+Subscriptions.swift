@@ -8,6 +8,8 @@ extension BridgeRoutes {
         let params: [EJSON]
         let wait: Bool
         let timeout: Duration
+        /// The request named its own timeout (else it is `--request-timeout`).
+        let timeoutGiven: Bool
     }
 
     /// `POST /v1/subscriptions`: `{"name", "params"?, "wait"? (true), "timeout"? (ms)}`, or an
@@ -34,6 +36,14 @@ extension BridgeRoutes {
                 group.addTask {
                     do {
                         return (index, .success(try await session.subscribe(item.name, params: item.params, wait: item.wait, timeout: item.timeout)))
+                    } catch let error as DDPClientError where error.code == .timedOut {
+                        return (
+                            index,
+                            .failure(
+                                .timedOut(
+                                    "the subscription '\(item.name)' with ready", after: item.timeout, given: item.timeoutGiven,
+                                    setting: "--request-timeout", most: configuration.maxRequestTimeout))
+                        )
                     } catch {
                         return (index, .failure(BridgeError.from(error)))
                     }
@@ -82,10 +92,11 @@ extension BridgeRoutes {
         default: throw .badRequest("wait must be true or false")
         }
         var timeout = configuration.requestTimeout
+        let timeoutGiven = o["timeout"] != nil
         if let value = o["timeout"] {
             timeout = try RequestInput.milliseconds(value.intValue, name: "timeout", max: configuration.maxRequestTimeout, given: value.description)
         }
-        return SubscriptionRequest(name: name, params: params, wait: wait, timeout: timeout)
+        return SubscriptionRequest(name: name, params: params, wait: wait, timeout: timeout, timeoutGiven: timeoutGiven)
     }
 
     /// `GET /v1/subscriptions`.
