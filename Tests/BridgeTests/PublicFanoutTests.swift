@@ -198,6 +198,42 @@ import Testing
         }
     }
 
+    /// By default each distinct public subscription has an upstream connection of its own: a read
+    /// of `tasks` for the inbox while another reader holds `tasks` for work answers the inbox's
+    /// documents alone, and a stream of one subscription sees no `ready` or `nosub` of another.
+    @Test func publicReadsOfDistinctSubscriptionsNeverMix() async throws {
+        try await Self.run { h, port in
+            let work = urlEncoded(#"[{"listId":"work"}]"#)
+            let inbox = urlEncoded(#"[{"listId":"inbox"}]"#)
+            try await withEventStream(port: port, "/v1/public/events?subscribe=tasks&params=\(work)&snapshot=true", token: nil) { stream in
+                try await stream.wait("work's snapshot") { $0.contains { $0.event == "snapshot" } }
+                for _ in 0..<3 {
+                    let read = try await h.request(.get, "/v1/public/collections/tasks?subscribe=tasks&params=\(inbox)")
+                    #expect(read.status == .ok)
+                    #expect(read["documents"]?.arrayValue?.compactMap { $0["_id"]?.stringValue }.sorted() == ["task-a1", "task-b1"], "\(read.text)")
+                    let typed = try await h.request(.get, "/v1/public/collections/typed?subscribe=typed")
+                    #expect(typed["count"] == 1)
+                }
+                // The reads' subscriptions linger out and stop upstream meanwhile; then a change to work's task.
+                try await h.metrics("the reads' subscriptions stopped") { metricSample($0, "ddp_bridge_public_subscriptions") == 1 }
+                let (token, _) = try await h.session()
+                _ = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#)
+                #expect(try await h.request(.patch, "/v1/collections/tasks/task-a2", token: token, body: #"{"done":true}"#).status == .ok)
+                try await stream.wait("the change") { $0.contains { $0.event == "changed" } }
+                let events = await stream.events
+                let documents = Set(events.compactMap { $0.json["id"]?.stringValue })
+                #expect(documents == ["task-a2"], "\(events)")
+                #expect(!events.contains { $0.event == "nosub" }, "\(events)")
+                #expect(events.filter { $0.event == "ready" }.count <= 1, "\(events)")
+            }
+            // Once nothing uses them, their connections are closed.
+            try await h.metrics("every public connection closed") {
+                metricSample($0, "ddp_bridge_public_subscriptions") == 0
+                    && (metricSample($0, #"ddp_bridge_public_upstream_connections{state="connected"}"#) ?? 0) == 0
+            }
+        }
+    }
+
     @Test func whatIsNotPublicAndWhatIsTooMuchIsRefusedWithAReason() async throws {
         try await Self.run(
             "tasks(*),typed",

@@ -111,8 +111,9 @@ public struct BridgeConfiguration: Sendable {
     public var queryTimeBudget: Duration = .seconds(2)
     /// Publications anyone may read without a session (``PublicFanout``); none by default.
     public var publicPublications = PublicPublications()
-    /// Anonymous upstream connections the public subscriptions are spread over.
-    public var publicConnections = 1
+    /// Anonymous upstream connections the public subscriptions share; 0 (the default): one for
+    /// each distinct public subscription, so that no reader sees another subscription's documents.
+    public var publicConnections = 0
     /// Distinct public subscriptions (publication + params) at once, over all those connections.
     public var publicMaxSubscriptions = 100
     /// Bytes a session subscription's name and params may take as JSON (they are kept for the

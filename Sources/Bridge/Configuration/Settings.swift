@@ -292,8 +292,9 @@ public struct Settings: Sendable {
             }
         },
         integer(
-            "public-connections", "Anonymous upstream connections the public subscriptions are spread over", \.configuration.publicConnections,
-            maximum: 64),
+            "public-connections",
+            "0 (the default): each distinct public subscription on an anonymous upstream connection of its own, so readers see exactly their publication; N: the subscriptions share N connections, and readers of subscriptions on one connection see the union of what they publish",
+            \.configuration.publicConnections, minimum: 0, maximum: 100_000),
         integer(
             "public-max-subscriptions", "Distinct public subscriptions (publication + params) at once", \.configuration.publicMaxSubscriptions,
             maximum: 100_000),

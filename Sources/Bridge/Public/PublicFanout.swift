@@ -10,17 +10,19 @@ import Timing
 /// without a session, by any number of readers, for the price of one upstream subscription per
 /// distinct publication + params.
 ///
-/// The subscriptions live on a small pool of anonymous upstream connections
-/// (`--public-connections`, one by default), each an ordinary ``Session`` without a token: its
-/// shared, reference-counted subscriptions (with the same linger), its event pipeline and log
-/// (each change encoded once, the same bytes to every reader), its streams with their filters,
-/// snapshots and `Last-Event-ID` resume. A reader's stream holds a reference to its
-/// subscription while it is open.
+/// The subscriptions live on a pool of anonymous upstream connections, each an ordinary
+/// ``Session`` without a token: its shared, reference-counted subscriptions (with the same
+/// linger), its event pipeline and log (each change encoded once, the same bytes to every
+/// reader), its streams with their filters, snapshots and `Last-Event-ID` resume. A reader's
+/// stream holds a reference to its subscription while it is open.
 ///
-/// A connection is one merged view, as in Meteor's own client: readers of subscriptions placed
-/// on the same connection see the union of what those subscriptions publish. A new distinct
-/// subscription goes to an unused connection while the pool has room, so with as many
-/// connections as distinct public subscriptions each reader sees exactly its publication.
+/// A connection is one merged view, as in Meteor's own client, and DDP does not say which
+/// subscription sent a document: readers of subscriptions placed on one connection would see the
+/// union of what those publish, and each other's `ready` and `nosub`. So by default
+/// (`--public-connections` 0) each distinct subscription has a connection of its own, opened for
+/// it or reused once nothing of an earlier one is left there, up to `--public-max-subscriptions`;
+/// a connection nothing uses is closed by the sweep. An operator who sets `--public-connections N`
+/// has the subscriptions share N connections instead, and accepts the union.
 ///
 /// Lock order: the fan-out's lock, then a pool session's lock (``Session/acquireSubscription``
 /// is taken under it, so two readers of a new subscription cannot place it twice); never the
@@ -39,6 +41,8 @@ public final class PublicFanout: Service, Sendable {
     }
 
     public let publications: PublicPublications
+    /// Each distinct subscription on a connection of its own (`--public-connections` 0).
+    let isolated: Bool
     /// The pool sessions' configuration: the bridge's, with the public limits in place of the
     /// per-session ones (the fan-out checks them first, with its own reasons).
     let poolConfiguration: BridgeConfiguration
@@ -56,7 +60,8 @@ public final class PublicFanout: Service, Sendable {
         var pool = configuration
         pool.maxSubscriptionsPerSession = configuration.publicMaxSubscriptions
         pool.maxStreamsPerSession = configuration.publicMaxReaders
-        pool.publicConnections = max(1, configuration.publicConnections)
+        isolated = configuration.publicConnections == 0
+        pool.publicConnections = isolated ? max(1, configuration.publicMaxSubscriptions) : configuration.publicConnections
         poolConfiguration = pool
         var logger = logger
         logger[metadataKey: "ddp.public"] = "true"
@@ -185,7 +190,7 @@ public final class PublicFanout: Service, Sendable {
             // documents or its log are still held) is left to it until the sweep releases them;
             // one still holding documents of a stopped subscription (the upstream removes them
             // after the `unsub`, and more may be on the wire) is left until they are gone, or they
-            // would be charged to the next address placed there.
+            // would be charged to the next address placed there, and seen by its readers.
             let reusable = { (index: Int) in
                 counts[index] == 0 && state.connections[index].account.isUnclaimed && !state.connections[index].holdsDocuments
             }
@@ -197,6 +202,12 @@ public final class PublicFanout: Service, Sendable {
                 state.connections.append(session)
                 starter.yield(session)
                 logger.info("public upstream connection opened", metadata: ["ddp.session": .string(session.id)])
+            } else if isolated {
+                // Every connection holds a subscription, or what an ended one left (released within
+                // a sweep or two): a new subscription waits for one rather than share.
+                throw BridgeError(
+                    .tooManyPublicSubscriptions,
+                    "Every public upstream connection (\(configuration.publicConnections)) is in use or being released", retryAfter: 2)
             } else {
                 let fewest = counts.indices.min { counts[$0] < counts[$1] } ?? 0
                 session = state.connections[fewest]
@@ -278,6 +289,22 @@ public final class PublicFanout: Service, Sendable {
         let all = state.withLock { $0.connections }
         for session in all { await session.releaseLingering(now: now) }
         forgetStopped()
+        await closeUnused()
+    }
+
+    /// With a connection per subscription, closes those nothing uses any more: no subscription,
+    /// no document left, no address charged (a new subscription opens a connection of its own).
+    private func closeUnused() async {
+        guard isolated else { return }
+        let unused = state.withLock { state -> [Session] in
+            let unused = state.connections.filter { $0.subscriptionCount == 0 && $0.account.isUnclaimed && !$0.holdsDocuments }
+            state.connections.removeAll { connection in unused.contains { $0 === connection } }
+            return unused
+        }
+        for session in unused {
+            logger.info("public upstream connection closed: nothing uses it", metadata: ["ddp.session": .string(session.id)])
+            await session.close(reason: "no public subscription uses it")
+        }
     }
 
     /// Releases lingering subscriptions (about once a second) and sends heartbeats.
