@@ -63,13 +63,14 @@ stage "Swift tests"
 bounded_swift_test 900 .build/test-output.txt --disable-xctest
 # Heavy tests (tens of thousands of documents) run on their own, so their load does not
 # disturb the timing of the others.
-# They include the fault campaign (200 faults through a faulty proxy), a heavy query, a large snapshot,
+# They include the fault campaign (200 faults through a faulty proxy), the 6,000 Minimongo vectors
+# through the query engine (with the index and the live query), a heavy query, a large snapshot,
 # probes answered while every worker of the concurrency pool is blocked, and the event loops'
 # lateness while the in-process DDP server publishes 30,000 documents, and 1,000 sessions back
 # right after their upstream returns.
 stage "heavy Swift tests"
 DDP_BRIDGE_HEAVY_TESTS=1 bounded_swift_test 1200 .build/test-output-heavy.txt --disable-xctest --skip-build --no-parallel \
-    --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aStreamThatNeedsNothingWaitedForOpensWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops|sessionsInABackoffComeBackAsSoonAsTheUpstreamReturns"
+    --filter "aConsumerThatStopsReadingIsCutOffWithAReason|FaultCampaignTests|MinimongoVectorTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aStreamThatNeedsNothingWaitedForOpensWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops|sessionsInABackoffComeBackAsSoonAsTheUpstreamReturns"
 
 # Fuzzing, bounded: each libFuzzer target (EJSON, DDP messages, selectors) for 20 s, seeded with
 # the recorded transcripts; a crash fails the run (scripts/fuzz.sh for longer runs).

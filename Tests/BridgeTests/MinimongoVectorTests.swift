@@ -57,7 +57,10 @@ struct MinimongoVectors: Sendable {
     }
 }
 
-@Suite struct MinimongoVectorTests {
+/// Heavy (12,000 queries, tens of seconds of CPU in a debug build): run on its own by the test
+/// command (`DDP_BRIDGE_HEAVY_TESTS=1`), so it does not starve the timing of the tests beside it.
+@Suite(.enabled(if: ProcessInfo.processInfo.environment["DDP_BRIDGE_HEAVY_TESTS"] != nil))
+struct MinimongoVectorTests {
     static let limit = 100_000
 
     static func query(_ parameters: [String: String], dropping name: String? = nil) throws(BridgeError) -> DocumentQuery {
@@ -72,8 +75,10 @@ struct MinimongoVectors: Sendable {
     /// projected documents, or the error.
     static func answer(_ query: MinimongoVectors.Query, on collection: DocumentCache.Collection?) -> (ids: [EJSON], documents: [EJSON])? {
         do {
-            let ids = try Self.query(query.parameters, dropping: "fields").run(on: collection).documents.map { $0["_id"] ?? .null }
             let documents = try Self.query(query.parameters).run(on: collection).documents.map(EJSON.object)
+            // Without a projection the documents carry their ids; with one, the ids come from the query without it.
+            guard query.parameters["fields"] != nil else { return (documents.map { $0["_id"] ?? .null }, documents) }
+            let ids = try Self.query(query.parameters, dropping: "fields").run(on: collection).documents.map { $0["_id"] ?? .null }
             return (ids, documents)
         } catch {
             return nil
@@ -113,17 +118,19 @@ struct MinimongoVectors: Sendable {
         var cache = try vectors.cache(collection: "c")
         let plain = cache.collections["c"]
         var differences: [String] = []
+        var checkedSelectors: Set<String> = []
         for query in vectors.queries where query.error == nil {
             guard let engine = try? Self.query(query.parameters, dropping: "fields"), let expected = try? engine.run(on: plain) else { continue }
             if let field = engine.fieldToIndex {
                 let indexed = cache.indexed("c", fields: [field], at: .now)
                 if (try? engine.run(on: indexed))?.documents != expected.documents { differences.append("#\(query.index) with an index of \(field)") }
             }
-            guard let everything = try? Self.query(["selector": query.parameters["selector"] ?? "{}"]).run(on: plain) else { continue }
+            let selector = query.parameters["selector"] ?? "{}"
+            guard engine.selector.idLookup == nil, checkedSelectors.insert(selector).inserted,
+                let everything = try? Self.query(["selector": selector]).run(on: plain)
+            else { continue }
             let live = Set(vectors.documents.filter { engine.selector.matches($0) }.compactMap { $0["_id"] })
-            if engine.selector.idLookup == nil, live != Set(everything.documents.compactMap { $0["_id"] }) {
-                differences.append("#\(query.index) live query")
-            }
+            if live != Set(everything.documents.compactMap { $0["_id"] }) { differences.append("#\(query.index) live query") }
         }
         #expect(differences.isEmpty, "\(differences.prefix(20).joined(separator: "\n"))")
     }

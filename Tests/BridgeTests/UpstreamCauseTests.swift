@@ -64,9 +64,11 @@ import Testing
                 #expect(refused["details"]?["cause"]?["code"] == "connection-refused", "\(refused.text)")
                 #expect(Int(refused.headers[.retryAfter] ?? "") ?? 0 >= 1)
             }
-            // Twenty 503s in a row are one warning (then one every 10 s, saying how many were held back).
+            // Twenty 503s in a row are one warning, then one every 10 s saying how many were held back
+            // (a loaded machine may take more than 10 s for the twenty).
             let warnings = lines.all.filter { $0.contains("request failed") }
-            #expect(warnings.count == 1, "\(warnings)")
+            #expect((1...3).contains(warnings.count), "\(warnings)")
+            #expect(warnings.dropFirst().allSatisfy { $0.contains("held-back") }, "\(warnings)")
         }
     }
 
