@@ -16,7 +16,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         _ = try? sort.compare(key, key)
     }
     if items.count > 3, let projection = try? Projection(items[3]) {
-        _ = projection.apply(document)
+        _ = try? projection.apply(document)
     }
     for item in items {
         _ = EJSON.compare(item, items.first ?? .null)
