@@ -137,8 +137,10 @@ struct MinimongoVectorTests {
 }
 
 /// The vectors' documents published in order by the in-process DDP server, a session subscribed
-/// to them, its queries as `GET /v1/collections/vectors` over real HTTP.
-@Suite struct MinimongoVectorHTTPTests {
+/// to them, its queries as `GET /v1/collections/vectors` over real HTTP. Seconds of CPU: run on
+/// its own with the heavy tests (`DDP_BRIDGE_HEAVY_TESTS=1`).
+@Suite(.enabled(if: ProcessInfo.processInfo.environment["DDP_BRIDGE_HEAVY_TESTS"] != nil))
+struct MinimongoVectorHTTPTests {
     typealias Get = @Sendable ([String: String]) async throws -> BridgeHarness.Reply
 
     static func withVectors(_ body: @Sendable (MinimongoVectors, Get) async throws -> Void) async throws {

@@ -261,7 +261,7 @@ import Testing
             let port = try #require(h.client.port)
             var held: [RawConnection] = []
             for _ in 0..<30 { held.append(try await RawConnection.open(port: port)) }
-            let answers = try await Self.answersOfThoseClosed(held, within: .seconds(2))
+            let answers = try await Self.answersOfThoseClosed(held, within: .seconds(5))
             let refused = answers.count
             for answer in answers {
                 #expect(answer.hasPrefix("HTTP/1.1 429") && answer.contains("too-many-connections-from-address"), "\(answer)")

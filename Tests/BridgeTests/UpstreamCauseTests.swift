@@ -108,7 +108,7 @@ import Testing
             }
         ) { bridge in
             // Well under the attempt's 10 s deadline: the answer fails the attempt as it arrives.
-            let ready = try await Self.readiness(bridge, within: .seconds(2))
+            let ready = try await Self.readiness(bridge, within: .seconds(5))
             expectError(ready, .serviceUnavailable, "upstream-unavailable")
             let cause = try #require(ready["details"]?["cause"])
             #expect(cause["code"] == "upgrade-refused", "\(ready.text)")
