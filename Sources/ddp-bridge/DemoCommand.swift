@@ -56,7 +56,8 @@ struct DemoCommand: AsyncParsableCommand {
                 throw Settings.Invalid(description: "--upstream: the demo runs its own DDP server; use serve for another")
             }
             guard (0...65_535).contains(ddpPort) else { throw Settings.Invalid(description: "--ddp-port must be from 0 to 65535, got \(ddpPort)") }
-            flags["upstream"] = "ws://127.0.0.1:\(ddpPort)/websocket"
+            // The settings are checked against a stand-in port when the DDP server's is chosen at start (0).
+            flags["upstream"] = "ws://127.0.0.1:\(ddpPort == 0 ? 1 : ddpPort)/websocket"
             return try Settings(flags: flags, environment: ProcessInfo.processInfo.environment, presets: Self.presets)
         } catch {
             throw ValidationError(error.description)
