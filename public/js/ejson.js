@@ -168,7 +168,10 @@ function bytesOf(base64) {
   return bytes;
 }
 
-/** An ObjectId's hex, lowercased, as it compares. @param {{$value: unknown}} oid */
+/**
+ * An ObjectId's hex, lowercased, as it compares.
+ * @param {{$value: unknown}} oid
+ */
 const hexOf = (oid) => (typeof oid.$value === "string" ? oid.$value.toLowerCase() : "");
 
 /** Two values Minimongo refuses to order (two regular expressions): a sort by them fails. */
@@ -251,13 +254,19 @@ export function compareValues(a, b) {
 
 const DIGITS = /^[0-9]+$/;
 
-/** Minimongo's plain object: an object, or a custom type (not an ObjectId). @param {unknown} value */
+/**
+ * Minimongo's plain object: an object, or a custom type (not an ObjectId).
+ * @param {unknown} value
+ */
 const isPlainObject = (value) => {
   const kind = kindOf(value);
   return kind === "object" || kind === "custom";
 };
 
-/** What a path can look into: an array or a plain object. @param {unknown} value */
+/**
+ * What a path can look into: an array or a plain object.
+ * @param {unknown} value
+ */
 const isIndexable = (value) => Array.isArray(value) || isPlainObject(value);
 
 /**
