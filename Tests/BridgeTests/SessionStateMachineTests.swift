@@ -90,6 +90,28 @@ import Testing
         #expect(m.unreachable(elsewhere: silent).details?["cause"]?["code"] == "connection-refused")
     }
 
+    /// Requests waiting for the upstream fail at once only when the cause is definite; an
+    /// attempt that timed out or lost its connection leaves them waiting for the next one (in
+    /// the full parallel test run, a handshake past a 1 s connect timeout failed a request the
+    /// next attempt would have answered).
+    @Test func onlyADefiniteCauseFailsTheWaitersAtOnce() {
+        let causes: [(UpstreamFailure, Bool)] = [
+            (UpstreamFailure(.connectionRefused(endpoint: "app:3000")), true),
+            (UpstreamFailure(.versionRefused(offered: "99", ours: ["1"])), true),
+            (UpstreamFailure(.upgradeRefused(status: 404, contentType: nil)), true),
+            (UpstreamFailure(.timedOut(.handshake, after: .seconds(1))), false),
+            (UpstreamFailure(.closed(.open)), false),
+            (UpstreamFailure(.protocolViolation("a frame with a reserved bit")), false)
+        ]
+        for (cause, failsAtOnce) in causes {
+            var m = machine()
+            _ = m.received(.stateChanged(.connecting(attempt: 0)), now: t0)
+            let actions = describe(m.received(.stateChanged(.reconnecting(attempt: 1, delay: .seconds(1), cause: cause)), now: t0))
+            #expect(actions.contains("fail waiters upstream-unavailable") == failsAtOnce, "\(cause.code): \(actions)")
+            #expect(cause.isDefinite == failsAtOnce)
+        }
+    }
+
     @Test func aBurstOfChangesArmsOneTimerAndGoesOutWhenItFires() {
         var m = machine(window: .milliseconds(10))
         var cache = DocumentCache()

@@ -153,9 +153,10 @@ struct SessionStateMachine: Sendable {
             switch state {
             case .connected:
                 actions.append(.resumeConnectionWaiters(nil))
-            case .reconnecting(_, _, let cause?):
-                // The attempt failed for a known cause: the requests waiting for it fail now with
-                // that cause, rather than wait out their deadline for an answer already known.
+            case .reconnecting(_, _, let cause?) where cause.isDefinite:
+                // The attempt failed for a definite cause: the requests waiting for it fail now
+                // with that cause, rather than wait out their deadline for an answer already
+                // known. After a timeout or a lost connection they wait on for the next attempt.
                 actions.append(.resumeConnectionWaiters(unreachable(elsewhere: cause)))
             case .closed(let reason):
                 actions.append(.resumeConnectionWaiters(loginLost ?? .upstreamUnavailable("The upstream connection is closed: \(reason)")))

@@ -111,6 +111,22 @@ public struct UpstreamFailure: Error, Sendable, Equatable, CustomStringConvertib
         self.url == nil ? UpstreamFailure(cause, url: url) : self
     }
 
+    /// Whether the cause says what is wrong, rather than that an answer was slow or the
+    /// connection went away: nothing listens, the name does not resolve, no route, the TLS
+    /// handshake or the WebSocket upgrade was refused, the versions do not match, the URL is
+    /// wrong. A request waiting for the upstream fails at once with such a cause; after a
+    /// timeout, a close or a broken message it waits on (to its own deadline) for the next
+    /// attempt, which a busy or restarting upstream often answers.
+    public var isDefinite: Bool {
+        switch cause {
+        case .connectionRefused, .nameNotResolved, .hostUnreachable, .tlsFailed, .upgradeRefused,
+            .upgradeInvalid, .versionRefused, .versionRefusedItself, .versionUnstable, .invalidURL:
+            true
+        case .timedOut, .messageTooLarge, .protocolViolation, .closed, .other:
+            false
+        }
+    }
+
     public var code: Code {
         switch cause {
         case .connectionRefused: .connectionRefused
