@@ -124,11 +124,15 @@ scripts/tls-front-test.sh
 stage "proxies"
 scripts/proxy-stream-test.sh
 
-# The resource campaign (~15 s): from one address, anonymous sessions loading a large publication,
+# The resource campaign (~45 s): from one address, anonymous sessions loading a large publication,
 # distinct public reads and idle connections until refused, while another address is never
 # refused; the bridge's resident memory stays under its budget plus a margin.
 stage "resource campaign"
 python3 scripts/resource_campaign.py --seconds 30 --out .build/resource-campaign.json
+# Then, in a run of its own (~25 s): stream requests with long queries refused over and over, and
+# silent public readers with a filter each under a ~900 KB change (no loop held 50 ms; memory
+# within the margin: the change is not copied per filter).
+python3 scripts/resource_campaign.py --seconds 20 --only refused,filters --out .build/resource-campaign-flood.json
 
 # Client examples (Python, Node, Go, Swift, shell) and a client generated from openapi.yaml,
 # each against the demo: their local copies must equal what REST returns, live and resumed.

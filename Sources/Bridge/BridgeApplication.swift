@@ -25,13 +25,14 @@ public enum BridgeApplication {
         let probe = ReadinessProbe(configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
         let fanout = PublicFanout(
-            configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer, budget: registry.budget)
+            configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer, budget: registry.budget,
+            streams: registry.liveStreams)
         // The soft open-file limit (often 1024) up to the hard one, before the connection limit is derived from it.
         let files = ConnectionAdmission.raiseOpenFileLimit()
         if files.after > files.before {
             logger.info("raised the open-file limit", metadata: ["from": "\(files.before)", "to": "\(files.after)"])
         }
-        let admission = ConnectionAdmission(configuration: configuration) {
+        let admission = ConnectionAdmission(configuration: configuration, budget: registry.budget) {
             registry.count + fanout.connectionCount + 1  // sessions, the public pool, the readiness probe
         }
         logger.info(
@@ -68,7 +69,8 @@ public enum BridgeApplication {
         let server = HTTPServerBuilder { responder in
             ProbingHTTP1Channel(
                 base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idleTimeout)), admission: admission,
-                refused: { metrics.connectionRefused(reason: $0 == .tooManyFromAddress ? "address" : "total") }
+                refused: { metrics.connectionRefused(reason: $0 == .tooManyFromAddress ? "address" : "total") },
+                unparsed: { metrics.countRequest(route: "unparsed", status: Int($0.code)) }
             ) {
                 ProbeFastPath(answer: probeAnswer, openStream: openStream, date: date) { path, status in
                     metrics.countRequest(route: path, status: Int(status.code))

@@ -54,3 +54,38 @@ import Testing
         return (text, !gaveUp.withLockedValue { $0 })
     }
 }
+
+/// HTTP/1.0 knows no chunks: a stream answered to an HTTP/1.0 request is an HTTP/1.0 response
+/// whose body ends with the connection, from either door (the event loop's, and the router's for
+/// a snapshot). Both once answered `Transfer-Encoding: chunked`. And a request the HTTP parser
+/// refuses is counted in `ddp_bridge_http_requests_total`, as every answered request is.
+@Suite struct HTTP10AndUnparsedRequestTests {
+    @Test(arguments: ["/v1/events", "/v1/events?snapshot=true"])
+    func anHTTP10StreamIsCloseDelimited(target: String) async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            let port = try #require(h.client.port)
+            let raw = try await RawConnection.open(port: port)
+            try await raw.send("GET \(target) HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
+            _ = try await raw.waitUntilReceived("retry:", count: 1, within: .seconds(10))
+            let text = await raw.received
+            let head = try #require(text.range(of: "\r\n\r\n"))
+            let headText = text[..<head.lowerBound].lowercased()
+            #expect(headText.hasPrefix("http/1.0 200"), "\(headText)")
+            #expect(!headText.contains("transfer-encoding"), "\(headText)")
+            #expect(text[head.upperBound...].hasPrefix("retry:"), "the body's bytes as they are, no chunk size: \(text)")
+            try await raw.close()
+        }
+    }
+
+    @Test func aRequestTheParserRefusesIsCounted() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let (text, _) = try await RawConnection.exchange(port: port, "NOT HTTP AT ALL\r\n\r\n")
+            #expect(text.hasPrefix("HTTP/1.1 400"), "\(text)")
+            try await h.metrics("the refusal counted") {
+                (metricSample($0, #"ddp_bridge_http_requests_total{route="unparsed",status="400"}"#) ?? 0) >= 1
+            }
+        }
+    }
+}

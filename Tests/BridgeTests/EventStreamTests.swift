@@ -328,10 +328,14 @@ import Testing
             try await withEventStream(port: port, "/v1/events", token: token) { stream in
                 try await stream.waitUntilOpen()
                 await stream.pause()
-                // Far more than the socket buffers and the stream's 64 KiB bound hold.
-                let sub = try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[60000],"timeout":60000}"#)
-                #expect(sub.status == .created)
+                // Far more than the socket buffers and the stream's 64 KiB bound hold. The reader
+                // reads again once the cut is counted: a reader cut while it reads nothing has its
+                // connection closed 10 s later whether its last event went out or not, and loading
+                // 60,000 documents can take longer than that.
+                async let sub = h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"bulk","params":[60000],"timeout":60000}"#)
+                try await eventually("the stream cut", timeout: .seconds(60)) { h.registry.endingStreams == 1 }
                 await stream.resume()
+                #expect(try await sub.status == .created)
                 try await stream.waitUntilFinished()
                 let last = try #require(await stream.events.last)
                 #expect(last.event == "error")

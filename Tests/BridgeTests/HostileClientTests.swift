@@ -4,8 +4,10 @@ import FaultKit
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -562,6 +564,29 @@ final class LockedBox<Value: Sendable>: Sendable {
                 #expect(inserted.status == .created, "\(inserted.text)")
                 try await stream.wait("a live change") { $0.last?.event == "added" && $0.last?.json["collection"] == "tasks" }
             }
+        }
+    }
+}
+
+/// A stream request is read in proportion to its head, and who asks is known before anything
+/// is parsed in proportion to the request: a selector or params that are not even JSON are not
+/// looked at when the credential is missing or unknown (401), or the publication is not public
+/// (403). The door on the event loop once decoded the whole query several times over and compiled
+/// the selector first (a flood of such requests held the loops for seconds: the resource campaign
+/// measures it from a process of its own).
+@Suite struct StreamRequestOrderTests {
+    @Test func whoAsksIsCheckedBeforeTheQueryIsParsed() async throws {
+        let publications = try PublicPublications(parsing: "tasks(*)")
+        try await BridgeHarness.run(configure: { $0.publicPublications = publications }) { h in
+            let pad = String(repeating: "1,", count: 20_000)
+            let bad = "collections=ticks&selector=%7Bnot-json&pad=\(pad)"
+            expectError(try await h.request(.get, "/v1/events?\(bad)"), .unauthorized, "no-session")
+            expectError(try await h.request(.get, "/v1/events?\(bad)&token=ddpb_unknown"), .unauthorized, "invalid-session")
+            expectError(try await h.request(.get, "/v1/public/events?subscribe=secret&params=notjson&pad=\(pad)"), .forbidden, "not-public")
+            // Once who asks is known, the query is read, and what is wrong with it said.
+            let (token, _) = try await h.session()
+            expectError(try await h.request(.get, "/v1/events?\(bad)", token: token), .badRequest, "bad-request")
+            expectError(try await h.request(.get, "/v1/public/events?subscribe=tasks&params=notjson"), .badRequest, "bad-request")
         }
     }
 }

@@ -32,7 +32,7 @@ import Testing
             try channel.pipeline.syncOperations.addHandler(StreamAnchor(takeOver: StreamTakeOver()))
             if let feed { stream.whenWriterKnown { stream, waker in feed.add(stream, writer: waker.writer) } }
             let head = HTTPResponse(status: .ok, headerFields: [.contentType: "text/event-stream"])
-            #expect(StreamAnchor.install(stream, on: channel, framing: .ownChunks, opening: (head, ByteBuffer(string: "retry: 1\n\n"))))
+            #expect(StreamAnchor.install(stream, on: channel, opening: (head, ByteBuffer(string: "retry: 1\n\n"))))
             _ = try wire()
         }
 

@@ -278,6 +278,22 @@ import Testing
         }
     }
 
+    /// Idle kept-alive connections hold memory: an address may hold no more of them than its share
+    /// of the memory budget has room for (1 MiB, a 25% share: 16 connections, the least allowed),
+    /// whatever `--max-connections-per-address` says.
+    @Test func anAddressHoldsNoMoreConnectionsThanItsMemoryShareHasRoomFor() async throws {
+        try await BridgeHarness.run(configure: { $0.memoryBudget = 1 << 20 }) { h in
+            let port = try #require(h.client.port)
+            var held: [RawConnection] = []
+            for _ in 0..<30 { held.append(try await RawConnection.open(port: port)) }
+            let answers = try await Self.answersOfThoseClosed(held, within: .seconds(5))
+            for answer in answers { #expect(answer.hasPrefix("HTTP/1.1 429"), "\(answer)") }
+            // The harness's own client holds one of the sixteen.
+            #expect(answers.count == 15, "\(answers.count) of 30 refused")
+            for connection in held { try? await connection.close() }
+        }
+    }
+
     /// Past the total, a connection is answered 503 and closed; the descriptors left are the
     /// upstream's and the store's. Closing connections makes room again.
     @Test func connectionsPastTheTotalAreRefusedAtOnce() async throws {
@@ -395,6 +411,22 @@ import Testing
         }
     }
 
+    /// A public reader is told the bridge is stopping too (the pool's connections closing ended it
+    /// as `session-ended` first, the fan-out being stopped before the registry).
+    @Test func shutdownTellsPublicReadersItIsShuttingDown() async throws {
+        let publications = try PublicPublications(parsing: "tasks(*)")
+        try await ShutdownRig.run(grace: .seconds(10), configure: { $0.publicPublications = publications }) { rig in
+            try await withEventStream(port: rig.port, "/v1/public/events?subscribe=tasks&snapshot=true", token: nil) { stream in
+                try await stream.wait("the snapshot") { $0.contains { $0.event == "snapshot" } }
+                await rig.group.triggerGracefulShutdown()
+                try await stream.waitUntilFinished()
+                let last = await stream.events.last
+                #expect(last?.event == "error" && last?.json["error"] == "shutting-down", "\(String(describing: last))")
+            }
+            try await rig.waitUntilStopped()
+        }
+    }
+
     @Test func aCallLongerThanTheGraceIsAnsweredWithAReasonAndTheBridgeStillStops() async throws {
         try await ShutdownRig.run(grace: .milliseconds(300)) { rig in
             let token = try await rig.newSession()
@@ -424,12 +456,15 @@ struct ShutdownRig: Sendable {
         let text: String
     }
 
-    static func run(grace: Duration, _ body: @Sendable (ShutdownRig) async throws -> Void) async throws {
+    static func run(
+        grace: Duration, configure: @Sendable (inout BridgeConfiguration) -> Void = { _ in }, _ body: @Sendable (ShutdownRig) async throws -> Void
+    ) async throws {
         let upstream = LocalDDPServer(configuration: DemoDataSet.configuration, logger: Logger(label: "upstream"))
         try await DemoDataSet.seed(upstream.core)
         try await upstream.start()
         var configuration = BridgeConfiguration(upstream: await upstream.url)
         configuration.shutdownGrace = grace
+        configure(&configuration)
         var logger = Logger(label: "bridge")
         logger.logLevel = .warning
         let (ports, portSink) = AsyncStream<Int>.makeStream()

@@ -237,6 +237,40 @@ import Testing
         }
     }
 
+    /// A loop's feed writes a turn's bytes at once to a reader that keeps up, but never past the
+    /// stream's limit: silent public readers, each with a filter of its own, are cut as slow
+    /// consumers by a change larger than their limit, as a session's stream is (the feed once
+    /// wrote the change to each of them whole, a copy per filter, and never cut them).
+    @Test func aChangeLargerThanTheStreamLimitCutsSilentPublicReadersWhateverTheirFilters() async throws {
+        try await Self.run(configure: { $0.streamBufferLimit = 64 << 10 }) { h, port in
+            let paths = ["tasks", "tasks,lists", "tasks,users", "tasks,other"].map { "/v1/public/events?subscribe=tasks&collections=\($0)" }
+            try await Self.withSilentReaders(paths, port: port) { readers in
+                let (token, _) = try await h.session()
+                let big = String(repeating: "x", count: 200 << 10)
+                #expect(try await h.request(.post, "/v1/collections/tasks", token: token, body: #"{"text":"\#(big)"}"#).status == .created)
+                for reader in readers {
+                    await reader.resume()
+                    try await reader.waitUntilFinished()
+                    let last = await reader.events.last
+                    #expect(last?.event == "error" && last?.json["error"] == "slow-consumer", "\(String(describing: last))")
+                    #expect(await !reader.events.contains { $0.data.utf8.count > 64 << 10 }, "the change was not written past the limit")
+                }
+            }
+        }
+    }
+
+    /// Opens a stream of each path, each paused once open (reading nothing), for the duration of `body`.
+    static func withSilentReaders(
+        _ paths: [String], port: Int, opened: [SSEReader] = [], _ body: @Sendable ([SSEReader]) async throws -> Void
+    ) async throws {
+        guard opened.count < paths.count else { return try await body(opened) }
+        try await withEventStream(port: port, paths[opened.count], token: nil) { reader in
+            try await reader.waitUntilOpen()
+            await reader.pause()
+            try await withSilentReaders(paths, port: port, opened: opened + [reader], body)
+        }
+    }
+
     @Test func whatIsNotPublicAndWhatIsTooMuchIsRefusedWithAReason() async throws {
         try await Self.run(
             "tasks(*),typed",

@@ -28,8 +28,9 @@ import Testing
         _ = try? channel.finish()
 
         let bridged = EmbeddedChannel()
-        let admission = ConnectionAdmission(configuration: BridgeConfiguration(upstream: "ws://127.0.0.1:1/websocket")) { 0 }
-        let probing = ProbingHTTP1Channel(base: base, admission: admission, refused: { _ in }) {
+        let configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:1/websocket")
+        let admission = ConnectionAdmission(configuration: configuration, budget: MemoryBudget(configuration: configuration)) { 0 }
+        let probing = ProbingHTTP1Channel(base: base, admission: admission, refused: { _ in }, unparsed: { _ in }) {
             ProbeFastPath(answer: { _ in nil }, answered: { _, _ in })
         }
         let value = try probing.setup(channel: bridged, logger: Logger(label: "test")).wait()

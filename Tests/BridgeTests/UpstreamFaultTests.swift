@@ -205,9 +205,11 @@ import Timing
                 $0.arrivals.filter { $0 > dropped }.count >= sessions
             }
             let returns = upstream.arrivals.filter { $0 > dropped }.sorted()
-            // The k-th return comes no sooner than the bucket allows (+1 for timer slack).
+            // The k-th return comes no sooner than the bucket allows, +2 for the slack between an
+            // attempt's start and its arrival here: in the full parallel run on two cores, attempts
+            // started apart arrived bunched (the 9th where 8.7 were allowed with +1).
             for (index, arrival) in returns.enumerated() {
-                let allowed = Double(burst) + rate * (arrival - dropped).seconds + 1
+                let allowed = Double(burst) + rate * (arrival - dropped).seconds + 2
                 #expect(Double(index + 1) <= allowed, "return \(index + 1) after \(arrival - dropped)")
             }
             let span = (returns.last ?? dropped) - dropped
@@ -233,7 +235,9 @@ import Timing
             try await connection.serve()
         }
         try await upstream.start()
-        try await BridgeHarness.run(upstreamURL: upstream.url, configure: { $0.connectTimeout = .seconds(1) }) { bridge in
+        // The default connect timeout (10 s): a refused version fails a request at once, and the
+        // first attempt after the upstream behaves again may take more than 1 s on two cores.
+        try await BridgeHarness.run(upstreamURL: upstream.url) { bridge in
             // Alone, six attempts take under a second; in the full parallel run on two cores they
             // once took more than 10 s.
             try await upstream.wait("several refused attempts", timeout: .seconds(40)) { $0.arrivals.count >= 6 }

@@ -2,8 +2,7 @@
 /// for good. A public pool connection: the address that placed the subscription loading on it
 /// (``PublicFanout``), with an anonymous share, for what the connection took on while that
 /// address was its placer, until its subscriptions are released; nobody (the total only) else.
-/// Before, the pool counted in the total only: one address held 76% of a budget through three
-/// public readers.
+/// So an address cannot hold the budget through the public readers it makes.
 final class BudgetAccount: Sendable {
     private struct Pool {
         var placer: ClientKey?

@@ -3,9 +3,9 @@ import Foundation
 import HTTPTypes
 
 /// The process's memory budget for what it holds for clients: the documents of every session's
-/// cache and of the public pool, by their estimate (``DDP/DocumentCache/estimatedBytes``).
-/// Each session was capped alone (`--session-max-documents`), the process was not: an anonymous
-/// session on a 100,000-document publication took ~48 MiB, and one address may open 100 of them.
+/// cache and of the public pool, by their estimate (``DDP/DocumentCache/estimatedBytes``). A
+/// session's own cap (`--session-max-documents`) does not bound the process: an anonymous
+/// session on a 100,000-document publication takes ~48 MiB, and one address may open 100 of them.
 ///
 /// - **Admission**: a subscription that would be new is refused before it is sent upstream when
 ///   the budget is spent (503 `memory-budget-exhausted`) or its address's share is (429
@@ -14,7 +14,8 @@ import HTTPTypes
 ///   the address past its bound stops the session's subscriptions still loading, with the same
 ///   error (the server then removes their documents, and the charge goes down again).
 ///
-/// The public pool's connections stand for no address: they count in the total only.
+/// A public pool connection is charged to the address that placed the subscription loading on
+/// it, with an anonymous share (``BudgetAccount``).
 final class MemoryBudget: Sendable {
     enum Standing: Equatable {
         case within

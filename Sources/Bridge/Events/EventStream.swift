@@ -316,17 +316,19 @@ final class EventStream: Sendable {
         case wait
     }
 
-    /// `count` events already joined into `frames` (a loop's feed: the same buffer for every
-    /// reader of the loop). With the socket `writable` and nothing waiting before them (no prelude, no backlog, no last frame)
-    /// they are counted delivered and written by the caller at once; else they are buffered as
-    /// any frame is. While a prelude is being written they wait for it: its writer's own steps
-    /// take them after it (the feed's turn does not run a step of it for every such reader). On
-    /// the writer's loop, one lock for all of it.
-    func offer(joined frames: ByteBuffer, count: Int, writable: Bool) -> Offer {
+    /// `count` events in `frames`, `bytes` in all (a loop's feed: the same buffers for every
+    /// reader of the loop). With the socket `writable`, nothing waiting before them (no prelude,
+    /// no backlog, no last frame) and no more bytes than the stream's limit, they are counted
+    /// delivered and written by the caller at once; else they are buffered as any frame is (past
+    /// the limit the stream is cut as a slow consumer, as a session's own delivery cuts it).
+    /// While a prelude is being written they wait for it: its writer's own steps take them after
+    /// it (the feed's turn does not run a step of it for every such reader). On the writer's
+    /// loop, one lock for all of it.
+    func offer(_ frames: [ByteBuffer], bytes: Int, count: Int, writable: Bool) -> Offer {
         let offer = state.withLock { state -> Offer in
             let starting = state.prelude != nil || state.holdsLive
-            if writable, !starting, state.first == nil, state.ending == nil, state.waker != nil { return .write }
-            let due = Self.append(frames, count: count, to: &state, limit: limit) && state.ring() != nil
+            if writable, !starting, state.first == nil, state.ending == nil, state.waker != nil, bytes <= limit { return .write }
+            let due = Self.append(frames, bytes: bytes, count: count, to: &state, limit: limit) && state.ring() != nil
             return due && !starting ? .wake : .wait
         }
         if case .write = offer { counters?.delivered.increment(by: count) }
@@ -342,7 +344,26 @@ final class EventStream: Sendable {
         }
         let wasEmpty = state.first == nil
         if wasEmpty { state.first = frame } else { state.more.append(frame) }
-        state.bytes += frame.readableBytes
+        return added(frame.readableBytes, count: count, to: &state, limit: limit) || wasEmpty
+    }
+
+    /// ``append(_:count:to:limit:)`` for several frames (`bytes` in all).
+    private static func append(_ frames: [ByteBuffer], bytes: Int, count: Int, to state: inout State, limit: Int) -> Bool {
+        guard state.ending == nil else {
+            state.dropped += count
+            return false
+        }
+        let wasEmpty = state.first == nil
+        for frame in frames {
+            if state.first == nil { state.first = frame } else { state.more.append(frame) }
+        }
+        return added(bytes, count: count, to: &state, limit: limit) || wasEmpty
+    }
+
+    /// Counts what was appended; past the limit the buffer is dropped and the stream gets its
+    /// last frame (`true`: the writer must be woken to write it).
+    private static func added(_ bytes: Int, count: Int, to state: inout State, limit: Int) -> Bool {
+        state.bytes += bytes
         state.count += count
         guard state.bytes <= limit else {
             state.dropped += state.count
@@ -353,7 +374,7 @@ final class EventStream: Sendable {
             state.ending = slowConsumer(limit)
             return true
         }
-        return wasEmpty
+        return false
     }
 
     private static func slowConsumer(_ limit: Int) -> [UInt8] {

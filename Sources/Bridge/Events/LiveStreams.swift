@@ -42,6 +42,9 @@ final class LiveStreams: Sendable {
         for stream in streams { stream.finish(with: Self.shuttingDown) }
     }
 
+    /// The streams open whose last frame is decided (cut, ended), not yet closed.
+    var ending: Int { state.withLock { $0.streams.values.count { $0.stream.hasEnded } } }
+
     /// Waits until every stream's connection has closed (their last events written), or `limit`.
     func waitUntilClosed(within limit: Duration) async {
         let closes = state.withLock { $0.streams.values.map(\.closed) }

@@ -3,14 +3,17 @@ import NIOCore
 /// The streams of one session whose writers run on one event loop, served by a job of that loop
 /// (docs/ARCHITECTURE.md, "A loop's feed"). The session posts each batch of events here once,
 /// under its lock, whatever the number of streams; a job of the loop takes every batch posted
-/// since its last turn, joins each filter's frames once into one buffer, frames it once as an
-/// HTTP/1.1 chunk, and hands that same buffer to each stream of the loop and writes it there.
-/// So a change costs the session one post per loop (not one append per stream, on the loop that
-/// reads the upstream), and a reader that keeps up costs its loop one write of a shared chunk.
+/// since its last turn, routes each filter's frames once (``Routed``: small frames joined into
+/// one buffer, a large one kept as the shared frame itself, never copied), frames them once as
+/// an HTTP/1.1 chunk, and hands those same buffers to each stream of the loop and writes them
+/// there. So a change costs the session one post per loop (not one append per stream, on the
+/// loop that reads the upstream), and a reader that keeps up costs its loop one write of shared
+/// buffers, whatever the number of distinct filters.
 ///
 /// What queues while the loop writes goes out together in its next turn, one write per stream
-/// (the changes are not folded: each event is in the joined bytes). A stream that lags keeps
-/// its backlog in its own bounded buffer (``EventStream``), as before.
+/// (the changes are not folded: each event is in the turn's bytes). A stream that lags keeps
+/// its backlog in its own bounded buffer (``EventStream``), references to the same buffers, and
+/// a turn's bytes larger than that bound cut the stream as a slow consumer, written or not.
 ///
 /// Order: entries are numbered as they are posted, under the session's lock, and a stream that
 /// joins (under the same lock) takes only the entries posted after it; what came before reached
@@ -93,28 +96,31 @@ final class LoopFeed: Sendable {
 }
 
 extension LoopFeed {
-    /// What one filter takes of a turn's entries: its frames joined into one buffer, that buffer
-    /// as a chunk, and the session's last frame if it came.
+    /// What one filter takes of a turn's entries: its frames (references to the shared frames;
+    /// runs of small ones joined into one buffer), the same framed as one HTTP/1.1 chunk, and the
+    /// session's last frame if it came.
     struct Routed {
-        var bytes: ByteBuffer?
-        var chunk = ByteBuffer()
+        var frames: [ByteBuffer] = []
+        var bytes = 0
+        var chunk: [ByteBuffer] = []
         var count = 0
         var ending: [UInt8]?
 
         init(_ entries: [Entry], filter: StreamFilter, after: UInt64) {
-            var frames: [ByteBuffer] = []
+            var matched: [ByteBuffer] = []
             for entry in entries where entry.number > after {
                 switch entry.content {
                 case .events(let events):
-                    for event in events where filter.passes(event) { frames.append(event.frame) }
+                    for event in events where filter.passes(event) { matched.append(event.frame) }
                 case .finish(let frame):
                     ending = frame
                 }
                 if ending != nil { break }
             }
-            count = frames.count
-            bytes = EventStream.joined(frames)
-            if let bytes { chunk = StreamHandOff.chunk(bytes) }
+            count = matched.count
+            frames = StreamHandOff.pieces(matched)
+            bytes = frames.reduce(0) { $0 + $1.readableBytes }
+            chunk = StreamHandOff.chunk(frames, bytes: bytes)
         }
     }
 
@@ -194,7 +200,7 @@ extension LoopFeed {
                     shared[member.group] = routed
                     last = (member.group, routed)
                 }
-                if let bytes = routed.bytes { member.writer.value.feed(member.stream, bytes, count: routed.count, chunk: routed.chunk) }
+                if routed.count > 0 { member.writer.value.feed(member.stream, routed) }
                 if let ending = routed.ending { member.stream.finish(with: ending) }
             }
         }

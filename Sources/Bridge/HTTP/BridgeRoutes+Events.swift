@@ -12,10 +12,12 @@ extension BridgeRoutes {
     /// (a live query; one collection), `snapshot=true`, `subscribe` + `params` (a subscription the
     /// stream holds while it is open), `lastEventId` (or the `Last-Event-ID` header).
     @Sendable func events(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        let filter = try Self.streamFilter(request)
-        var start = try Self.streamStart(request)
-        let owned = try Self.streamSubscription(request)
+        let query = try StreamQuery(request)
+        var start = try query.start()
+        // Who asks, before anything is parsed in proportion to the request (a selector, params).
         let session = try await session(request, context)
+        let filter = try query.filter()
+        let owned = try query.subscription()
         var subscription: SubscriptionInfo?
         if let owned {
             try await session.waitUntilConnected(timeout: configuration.connectTimeout)
@@ -42,21 +44,29 @@ extension BridgeRoutes {
         }
     }
 
-    /// `GET /v1/events` opened on its connection's event loop, without the request path
-    /// (``ProbeFastPath``), when nothing needs waiting for: a session token this bridge holds
-    /// (``SessionRegistry/heldSession(token:)``), no `subscribe=`, and a start from the log
-    /// (``Session/attachFromLog(_:start:)``). Attached and detached as ``events(_:_:)`` does.
-    /// `nil`, with nothing taken, for anything else: the router answers those as always.
-    func openSessionStream(_ request: Request, on channel: any Channel) -> LoopStream? {
-        guard RequestInput.query(request, "subscribe") == nil, RequestInput.query(request, "params") == nil,
-            let filter = try? Self.streamFilter(request), let start = try? Self.streamStart(request),
-            let credential = RequestInput.credential(request), SessionToken.isSessionToken(credential.token),
+    /// `GET /v1/events` on its connection's event loop (``ProbeFastPath``): opened when nothing
+    /// needs waiting for (a session token this bridge holds, ``SessionRegistry/heldSession(token:)``;
+    /// no `subscribe=`; a start from the log, ``Session/attachFromLog(_:start:)``), attached and
+    /// detached as ``events(_:_:)`` does; refused as the router refuses it when what is wrong is
+    /// known from the head (no credential; then, for the session's holder, a bad filter); left to
+    /// the router otherwise, with nothing taken. The credential is looked at before the filter.
+    func openSessionStream(_ query: StreamQuery, _ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
+        let route = "/v1/events"
+        let start: Session.StreamStart
+        do { start = try query.start() } catch { return .refuse(ProbeAnswer(error), route: route) }
+        guard let credential = RequestInput.credential(head.headerFields) ?? query.token.map({ ($0, false) }) else {
+            let error = BridgeError(.noSession, Self.noSessionReason(authorization: head.headerFields[.authorization]))
+            return .refuse(ProbeAnswer(error), route: route)
+        }
+        guard !query.asksForSubscription, SessionToken.isSessionToken(credential.token),
             let session = registry.heldSession(token: credential.token)
-        else { return nil }
+        else { return .route }
+        let filter: StreamFilter
+        do { filter = try query.filter() } catch { return .refuse(ProbeAnswer(error), route: route) }
         let stream = makeStream(filter, counters: registry.metrics.sessionStreams)
-        guard session.attachFromLog(stream, start: start) else { return nil }
+        guard session.attachFromLog(stream, start: start) else { return .route }
         session.touch()
-        return loopStream(stream, on: channel, route: "/v1/events") { session.detach(stream) }
+        return .stream(loopStream(stream, on: channel, route: route) { session.detach(stream) })
     }
 
     /// A stream with the bridge's buffer limit, stall timeout and clock.
@@ -84,23 +94,29 @@ extension BridgeRoutes {
 
     /// A stream request on the loop (``ProbeFastPath``): the public or the session stream, when
     /// it needs nothing waited for; `nil` (nothing taken) for every other request.
-    @Sendable func openStreamOnLoop(_ head: HTTPRequest, on channel: any Channel) -> LoopStream? {
-        guard let path = head.path, path.utf8.count <= RequestHygieneMiddleware.maximumTargetBytes else { return nil }
-        let isPublic = path.hasPrefix("/v1/public/events?")
-        guard isPublic || path == "/v1/events" || path.hasPrefix("/v1/events?") else { return nil }
-        let request = Request(head: head, body: RequestBody(buffer: ByteBuffer()))
-        if let query = request.uri.query, QueryString.firstUndecodableParameter(query) != nil { return nil }
-        return isPublic ? openPublicStream(request, on: channel) : openSessionStream(request, on: channel)
+    /// The request target is checked as the router's hygiene checks it and its query decoded once,
+    /// in proportion to its length; the credential or the publication is checked before anything
+    /// else is parsed.
+    @Sendable func openStreamOnLoop(_ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
+        guard let target = head.path else { return .route }
+        let mark = target.firstIndex(of: "?")
+        let path = mark.map { target[..<$0] } ?? target[...]
+        guard path == "/v1/events" || path == "/v1/public/events" else { return .route }
+        let route = String(path)
+        do { try RequestHygieneMiddleware.checkTarget(target) } catch { return .refuse(ProbeAnswer(error), route: route) }
+        guard let query = StreamQuery(query: mark.map { target[target.index(after: $0)...] }, headers: head.headerFields) else { return .route }
+        return path == "/v1/events" ? openSessionStream(query, head, on: channel) : openPublicStream(query, head, on: channel)
     }
 
     /// `HEAD /v1/events`: what a `GET` would answer, checked the same way, with no stream opened
     /// and nothing subscribed (the generated HEAD route would run the `GET` and drop its body,
     /// leaving the stream attached for good).
     @Sendable func eventsHead(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        _ = try Self.streamFilter(request)
-        _ = try Self.streamStart(request)
-        _ = try Self.streamSubscription(request)
+        let query = try StreamQuery(request)
+        _ = try query.start()
         _ = try await session(request, context)
+        _ = try query.filter()
+        _ = try query.subscription()
         return Self.sseHead
     }
 
@@ -121,9 +137,6 @@ extension BridgeRoutes {
     func sseResponse(_ stream: EventStream, _ request: Request, _ context: BridgeRequestContext, finally: @escaping @Sendable () -> Void)
         -> Response
     {
-        // A `HEAD` (answered as a `GET` by the router) has its body dropped by the HTTP encoder:
-        // only a `GET`'s writer frames its chunks itself (``StreamHandOff``).
-        let framing: StreamHandOff.Framing = request.method == .get ? .ownChunks : .encoder
         let retry = configuration.streamRetryMilliseconds
         let done = LockedState(false)
         let finish: @Sendable () -> Void = {
@@ -144,7 +157,7 @@ extension BridgeRoutes {
                 try await writer.write(ByteBuffer(bytes: SSEFrame.retry(milliseconds: retry)))
                 // The connection's event loop writes the stream from here: this task, and the
                 // connection's, end. Shutdown reaches it through `liveStreams`.
-                if await Self.handOff(stream, on: channel, framing: framing, streams: streams) { return }
+                if await Self.handOff(stream, on: channel, streams: streams) { return }
             } catch {
                 // The consumer went away; clean up below.
             }
@@ -158,54 +171,10 @@ extension BridgeRoutes {
 
     /// Gives `stream` to its connection's event loop (``StreamHandOff``), counted in `streams`
     /// until the connection closes; `false` when the connection has no such writer or is gone.
-    static func handOff(_ stream: EventStream, on channel: any Channel, framing: StreamHandOff.Framing, streams: LiveStreams) async -> Bool {
-        let adopted = try? await channel.eventLoop.submit { StreamAnchor.install(stream, on: channel, framing: framing) }.get()
+    static func handOff(_ stream: EventStream, on channel: any Channel, streams: LiveStreams) async -> Bool {
+        let adopted = try? await channel.eventLoop.submit { StreamAnchor.install(stream, on: channel) }.get()
         guard adopted == true else { return false }
         streams.add(stream, until: channel.closeFuture)
         return true
-    }
-
-    /// `subscribe=<publication>&params=<JSON array>`, if given.
-    static func streamSubscription(_ request: Request) throws -> (name: String, params: [EJSON])? {
-        guard let name = RequestInput.query(request, "subscribe"), !name.isEmpty else {
-            if RequestInput.query(request, "params") != nil { throw BridgeError.badRequest("params needs subscribe=publication") }
-            return nil
-        }
-        var params: [EJSON] = []
-        if let text = RequestInput.query(request, "params"), !text.isEmpty {
-            guard case .array(let list) = try DocumentQuery.json(text, "params") else { throw BridgeError.badRequest("params must be a JSON array") }
-            params = list
-        }
-        return (name, params)
-    }
-
-    static func streamFilter(_ request: Request) throws(BridgeError) -> StreamFilter {
-        var filter = StreamFilter()
-        if let text = RequestInput.query(request, "collections"), !text.isEmpty {
-            filter.collections = Set(text.split(separator: ",").map { String(RequestInput.trimmed($0)) }.filter { !$0.isEmpty })
-        }
-        let single = filter.collections?.count == 1
-        if let id = RequestInput.query(request, "id"), !id.isEmpty {
-            guard single else { throw .badRequest("id needs exactly one collection in collections=") }
-            do { filter.documentID = try DocumentID(wire: id).wire } catch { throw .badRequest("invalid id: \(error.reason)") }
-        }
-        if let text = RequestInput.query(request, "selector"), !text.isEmpty {
-            guard single else { throw .badRequest("selector needs exactly one collection in collections=") }
-            do { filter.selector = try Selector(try DocumentQuery.json(text, "selector")) } catch let error as SelectorError {
-                throw .badRequest("invalid selector: \(error.reason)")
-            } catch { throw BridgeError.from(error) }
-        }
-        return filter
-    }
-
-    static func streamStart(_ request: Request) throws(BridgeError) -> Session.StreamStart {
-        let header = request.headers[.init("Last-Event-ID")!]
-        if let text = header ?? RequestInput.query(request, "lastEventId"), !text.isEmpty {
-            guard let id = QueryString.eventID(text) else {
-                throw .badRequest("Last-Event-ID must be an event id from this session, got '\(text)'")
-            }
-            return .resume(after: id)
-        }
-        return try RequestInput.flag(request, "snapshot") == true ? .snapshot : .live
     }
 }

@@ -14,9 +14,10 @@ extension BridgeRoutes {
     /// publication's changes as Server-Sent Events, without a session; the same filters,
     /// snapshot and `Last-Event-ID` resume as `GET /v1/events`.
     @Sendable func publicEvents(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        let (name, params) = try Self.publicSubscription(request)
-        let filter = try Self.streamFilter(request)
-        var start = try Self.streamStart(request)
+        let query = try StreamQuery(request)
+        var start = try query.start()
+        let (name, params) = try publicSubscription(query)
+        let filter = try query.filter()
         let address = RequestInput.clientKey(request, context, configuration: configuration)
         try fanout.admitReader(from: address)
         let session: Session
@@ -31,7 +32,7 @@ extension BridgeRoutes {
         }
         // As `GET /v1/events?subscribe=` does: a live stream starts from the connection's log as
         // it was before subscribing, so the reader that brought the subscription gets its
-        // documents as `added` before any change to them (it got changes alone before).
+        // documents as `added` before any change to them.
         if start.isLive, filter.selector == nil { start = .resume(after: before) }
         do {
             try await session.attach(stream, start: start)
@@ -48,44 +49,55 @@ extension BridgeRoutes {
         }
     }
 
-    /// `GET /v1/public/events` opened on its connection's event loop, without the request path
-    /// (``ProbeFastPath``), when nothing needs waiting for: the publication's subscription is held
-    /// and ready on a connection that is up (``PublicFanout/readyReader(_:_:from:)``) and the
-    /// stream starts from the log (``Session/attachFromLog(_:start:)``). The stream is counted,
-    /// referenced and attached as ``publicEvents(_:_:)`` does, and released when its connection
-    /// closes. `nil`, with nothing taken, for anything else (another path, a request the router
-    /// would refuse, a subscription not ready yet, a snapshot or a live query): the router
-    /// answers those as always. Opening readers of a busy publication was the request path's hops
-    /// (a task per connection, the router, the hand-off back to the loop): docs/PERFORMANCE.md.
-    func openPublicStream(_ request: Request, on channel: any Channel) -> LoopStream? {
-        guard let subscription = try? Self.publicSubscription(request), let filter = try? Self.streamFilter(request),
-            let start = try? Self.streamStart(request)
-        else { return nil }
-        let address = configuration.clientKey(RequestInput.clientAddress(request, peer: channel.remoteAddress, configuration: configuration))
-        guard let (session, id) = fanout.readyReader(subscription.name, subscription.params, from: address) else { return nil }
+    /// `GET /v1/public/events` on its connection's event loop (``ProbeFastPath``): opened when
+    /// nothing needs waiting for (the publication's subscription held and ready on a connection
+    /// that is up, ``PublicFanout/readyReader(_:_:from:)``, and a start from the log,
+    /// ``Session/attachFromLog(_:start:)``), counted, referenced and attached as
+    /// ``publicEvents(_:_:)`` does and released when its connection closes; refused as the router
+    /// refuses it when what is wrong is known from the head (a publication that is not public, its
+    /// params, the filter); left to the router otherwise (a subscription not ready yet, a snapshot,
+    /// a live query, a reader limit), with nothing taken. Opening readers of a busy publication
+    /// was the request path's hops (a task per connection, the router, the hand-off back to the
+    /// loop): docs/PERFORMANCE.md.
+    func openPublicStream(_ query: StreamQuery, _ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
+        let route = "/v1/public/events"
+        let start: Session.StreamStart
+        let subscription: (name: String, params: [EJSON])
+        let filter: StreamFilter
+        do {
+            start = try query.start()
+            subscription = try publicSubscription(query)
+            filter = try query.filter()
+        } catch {
+            return .refuse(ProbeAnswer(error), route: route)
+        }
+        let address = configuration.clientKey(
+            RequestInput.clientAddress(head.headerFields, peer: channel.remoteAddress, configuration: configuration))
+        guard let (session, id) = fanout.readyReader(subscription.name, subscription.params, from: address) else { return .route }
         let stream = makeStream(filter, counters: registry.metrics.publicStreams)
         // Ready already: a live stream starts from now, as the request path's does once its
         // subscription is ready (what it would replay is what happened while it waited).
         guard session.attachFromLog(stream, start: start) else {
             fanout.release(session, id)
             fanout.readerLeft(from: address)
-            return nil
+            return .route
         }
         let fanout = self.fanout
-        return loopStream(stream, on: channel, route: "/v1/public/events") {
-            session.detach(stream)
-            fanout.release(session, id)
-            fanout.readerLeft(from: address)
-        }
+        return .stream(
+            loopStream(stream, on: channel, route: route) {
+                session.detach(stream)
+                fanout.release(session, id)
+                fanout.readerLeft(from: address)
+            })
     }
 
     /// `HEAD /v1/public/events`: what a `GET` would answer, checked the same way, with no reader
     /// counted and nothing subscribed.
     @Sendable func publicEventsHead(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        let (name, params) = try Self.publicSubscription(request)
-        _ = try Self.streamFilter(request)
-        _ = try Self.streamStart(request)
-        try fanout.publications.check(name, params)
+        let query = try StreamQuery(request)
+        _ = try query.start()
+        _ = try publicSubscription(query)
+        _ = try query.filter()
         return Self.sseHead
     }
 
@@ -94,7 +106,7 @@ extension BridgeRoutes {
     /// body's digest; `If-None-Match` with it answers 304; `Cache-Control: public, max-age`.
     @Sendable func publicCollection(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let collectionName = try collectionName(context)
-        let (name, params) = try Self.publicSubscription(request)
+        let (name, params) = try publicSubscription(try StreamQuery(request))
         let query = try documentQuery(request)
         // A read holds a reader's place while it runs, like a stream.
         let address = RequestInput.clientKey(request, context, configuration: configuration)
@@ -125,12 +137,16 @@ extension BridgeRoutes {
         return Reply.json(encoded: ByteBuffer(bytes: bytes), headers: headers)
     }
 
-    /// `subscribe=` (required) and `params=` of a public route.
-    static func publicSubscription(_ request: Request) throws -> (name: String, params: [EJSON]) {
-        guard let subscription = try streamSubscription(request) else {
-            throw BridgeError.badRequest("subscribe=<publication> is required (GET /v1/public/publications lists them)")
+    /// `subscribe=` (required) and `params=` of a public route: the publication must be public
+    /// (403) before its params are read, and they must be what it takes (400).
+    func publicSubscription(_ query: StreamQuery) throws(BridgeError) -> (name: String, params: [EJSON]) {
+        guard let name = query.subscribe else {
+            throw .badRequest("subscribe=<publication> is required (GET /v1/public/publications lists them)")
         }
-        return subscription
+        try fanout.publications.check(name)
+        let params = try query.subscription()?.params ?? []
+        try fanout.publications.check(name, params)
+        return (name, params)
     }
 
     /// Whether an `If-None-Match` header names the tag (or `*`); weak tags compare by their value.

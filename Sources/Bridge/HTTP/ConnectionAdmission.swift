@@ -18,6 +18,10 @@ import NIOCore
 /// The direct peer is the address, counted by its ``ClientKey`` (an IPv6 peer by its /64): a
 /// trusted proxy's connections (`--trusted-proxies`) carry many clients and count only in the total. A connection past a bound gets a short HTTP answer
 /// (429 or 503, `Connection: close`) and is closed at once, before it holds anything else.
+///
+/// An idle kept-alive connection holds memory too (``connectionCost``): both bounds are at most
+/// what the memory budget (``MemoryBudget``) has room for, the total's and an address's share, so
+/// connections cannot hold what the budget keeps for documents.
 final class ConnectionAdmission: Sendable {
     enum Decision: Equatable {
         case admitted
@@ -51,18 +55,27 @@ final class ConnectionAdmission: Sendable {
     }
 
     /// `upstream`: the upstream connections open now (sessions, the public pool, the probe).
-    convenience init(configuration: BridgeConfiguration, upstream: @escaping @Sendable () -> Int) {
+    convenience init(configuration: BridgeConfiguration, budget: MemoryBudget, upstream: @escaping @Sendable () -> Int) {
         let trusted: [IPRange] = configuration.trustedProxies
         let trustPeer: Bool = configuration.trustForwardedFor
         let explicit: Int? = configuration.maxConnections
-        let limit: Int = explicit ?? ConnectionAdmission.defaultLimit(openFiles: ConnectionAdmission.openFileLimit())
+        let files: Int = explicit ?? ConnectionAdmission.defaultLimit(openFiles: ConnectionAdmission.openFileLimit())
+        let limit = min(files, Self.fitting(budget.limit))
         var held: @Sendable () -> Int = upstream
         if explicit != nil { held = { 0 } }
         let exempt: @Sendable (String) -> Bool = { address in trustPeer || trusted.contains { $0.contains(Substring(address)) } }
         self.init(
-            limit: limit, perAddressLimit: configuration.maxConnectionsPerAddress, held: held, exempt: exempt,
-            key: { configuration.clientKey($0) })
+            limit: limit, perAddressLimit: min(configuration.maxConnectionsPerAddress, Self.fitting(budget.addressShare)), held: held,
+            exempt: exempt, key: { configuration.clientKey($0) })
     }
+
+    /// What an idle kept-alive connection holds: its pipeline, buffers and task (measured by the
+    /// benchmark's public part, docs/PERFORMANCE.md).
+    static let connectionCost = 28 << 10
+
+    /// How many connections `bytes` of the memory budget hold, at least 16 (a budget too small for
+    /// that still serves a client, its probes and a few streams).
+    static func fitting(_ bytes: Int) -> Int { max(16, bytes / connectionCost) }
 
     var openConnections: Int { state.withLock { $0.open } }
 

@@ -1,6 +1,11 @@
 import Foundation
-import Glibc
 import Timing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The `Date` header of answers sent from an event loop (probes, streams opened there), as
 /// Hummingbird adds it to every routed answer (RFC 9110 §6.6.1: IMF-fixdate, in GMT), from the

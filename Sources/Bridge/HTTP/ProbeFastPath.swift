@@ -62,6 +62,26 @@ struct LoopStream {
     let route: String
 }
 
+/// What the event loop's door makes of a stream request (``BridgeRoutes/openStreamOnLoop(_:on:)``).
+enum LoopOpening {
+    /// Opened: the stream and its response.
+    case stream(LoopStream)
+    /// Refused, with the answer the router gives it (the same bytes), counted under `route`.
+    case refuse(ProbeAnswer, route: String)
+    /// Left to the router (something must be waited for: a session in the store, a subscription).
+    case route
+}
+
+extension ProbeAnswer {
+    /// A refusal in the bridge's error shape, with its `Retry-After` and `Allow`, as the router answers it.
+    init(_ error: BridgeError) {
+        var headers: HTTPFields = [:]
+        if let retryAfter = error.retryAfter { headers[.retryAfter] = String(retryAfter) }
+        if !error.allow.isEmpty { headers[.allow] = error.allow.map(\.rawValue).joined(separator: ", ") }
+        self.init(status: error.status, headers: headers, json: error.body)
+    }
+}
+
 /// Answers `GET /healthz` and `GET /readyz` on the connection's event loop, before the request
 /// reaches Hummingbird's per-connection task: a probe is answered even while every worker of
 /// Swift's cooperative pool is busy with session work (under load it waited there up to 130 ms).
@@ -69,7 +89,7 @@ struct LoopStream {
 /// It also opens an event stream there when nothing needs waiting for (a public reader of a
 /// subscription that is ready, a stream of a session held here: ``BridgeRoutes/openStreamOnLoop(_:on:)``),
 /// so opening a reader costs no task and no hop to the request path; the stream's writer takes the
-/// connection as it does a routed stream's (``StreamAnchor/install(_:on:framing:opening:)``).
+/// connection as it does a routed stream's (``StreamAnchor/install(_:on:opening:)``).
 ///
 /// It steps in only when it cannot change what the client sees: the connection has no other
 /// request unanswered (so responses stay in order), the request is a plain `GET` of the exact path
@@ -90,7 +110,7 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = HTTPResponsePart
 
     private let answer: @Sendable (String) -> ProbeAnswer?
-    private let openStream: @Sendable (HTTPRequest, any Channel) -> LoopStream?
+    private let openStream: @Sendable (HTTPRequest, any Channel) -> LoopOpening
     private let answered: @Sendable (String, HTTPResponse.Status) -> Void
     /// The `Date` header Hummingbird adds to every routed answer, added here too.
     private let date: HTTPDate
@@ -112,12 +132,12 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// - Parameters:
     ///   - answer: the answer for a path, or `nil` for a path this handler leaves alone.
     ///   - openStream: an event stream opened for a request without waiting on anything (a public
-    ///     stream of a subscription that is ready: ``BridgeRoutes/openStreamOnLoop(_:on:)``), or
-    ///     `nil`, with nothing taken, for a request the router answers.
+    ///     stream of a subscription that is ready: ``BridgeRoutes/openStreamOnLoop(_:on:)``), its
+    ///     refusal, or `.route`, with nothing taken, for a request the router answers.
     ///   - answered: told of each answer sent here (for request metrics).
     init(
         answer: @escaping @Sendable (String) -> ProbeAnswer?,
-        openStream: @escaping @Sendable (HTTPRequest, any Channel) -> LoopStream? = { _, _ in nil },
+        openStream: @escaping @Sendable (HTTPRequest, any Channel) -> LoopOpening = { _, _ in .route },
         date: HTTPDate = HTTPDate(clock: .system),
         answered: @escaping @Sendable (String, HTTPResponse.Status) -> Void
     ) {
@@ -140,10 +160,20 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                     answered(path, probe.status)
                     return
                 }
-                if !request.asksToClose, let opened = openStream(request, context.channel) {
-                    discarding = true
-                    start(opened, context: context)
-                    return
+                if !request.asksToClose {
+                    switch openStream(request, context.channel) {
+                    case .stream(let opened):
+                        discarding = true
+                        start(opened, context: context)
+                        return
+                    case .refuse(let refusal, let route):
+                        discarding = true
+                        send(refusal, closing: false, context: context)
+                        answered(route, refusal.status)
+                        return
+                    case .route:
+                        break
+                    }
                 }
             }
             unanswered.append(
@@ -193,12 +223,12 @@ final class ProbeFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Hands the connection to an event stream opened here: its writer writes the response's head
-    /// and first bytes and ends the request loop (``StreamAnchor/install(_:on:framing:opening:)``).
+    /// and first bytes and ends the request loop (``StreamAnchor/install(_:on:opening:)``).
     private func start(_ opened: LoopStream, context: ChannelHandlerContext) {
         let channel = context.channel
         var head = opened.head
         head.headerFields[.date] = date.now
-        guard StreamAnchor.install(opened.stream, on: channel, framing: .ownChunks, opening: (head, opened.body)) else {
+        guard StreamAnchor.install(opened.stream, on: channel, opening: (head, opened.body)) else {
             // The connection is going: its close releases what the stream held.
             channel.close(promise: nil)
             return

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 
 // The request loop (`handle(value:logger:)`) follows Hummingbird 2.28.1's
 // `HTTPChannelHandler.handleHTTP(asyncChannel:logger:)`, in
@@ -42,6 +43,8 @@ struct ProbingHTTP1Channel: ServerChildChannel {
     let base: HTTP1Channel
     let admission: ConnectionAdmission
     let refused: @Sendable (ConnectionAdmission.Decision) -> Void
+    /// Counts a request the HTTP parser refused (its status), as every answered request is counted.
+    let unparsed: @Sendable (HTTPResponse.Status) -> Void
     let fastPath: @Sendable () -> ProbeFastPath
 
     /// Reads start at `firstReadSize` and grow as reads fill them (a larger request takes a few
@@ -69,6 +72,8 @@ struct ProbingHTTP1Channel: ServerChildChannel {
                 try operations.addHandler(RefusedConnection(decision), position: .first)
                 return Value(parts: parts, takeOver: nil)
             }
+            // The request's HTTP version, which the HTTP types codec does not carry (``HTTPVersionTap``).
+            try operations.addHandler(HTTPVersionTap(), position: .before(try operations.handler(type: HTTP1ToHTTPServerCodec.self)))
             let connectionState = try operations.handler(type: HTTPConnectionStateHandler.self)
             let probes = fastPath()
             try operations.addHandler(probes, position: .after(connectionState))
@@ -76,7 +81,7 @@ struct ProbingHTTP1Channel: ServerChildChannel {
             try operations.addHandler(hangUp, position: .after(probes))
             let hygiene = HTTP1Hygiene()
             try operations.addHandler(hygiene, position: .after(hangUp))
-            // An event stream's writer goes after the anchor (``StreamAnchor/install(_:on:framing:opening:)``).
+            // An event stream's writer goes after the anchor (``StreamAnchor/install(_:on:opening:)``).
             let anchor = StreamAnchor(takeOver: StreamTakeOver())
             try operations.addHandler(anchor, position: .after(hygiene))
             return Value(parts: parts, takeOver: anchor.takeOver)
@@ -113,6 +118,7 @@ struct ProbingHTTP1Channel: ServerChildChannel {
                     }
                 } catch let error as HTTPParserError {
                     let refusal = Self.refusal(error)
+                    unparsed(refusal.status)
                     var fields: HTTPFields = [.connection: "close", .contentType: "application/json"]
                     fields[.contentLength] = String(refusal.body.readableBytes)
                     try await outbound.write(contentsOf: [.head(.init(status: refusal.status, headerFields: fields)), .body(refusal.body), .end(nil)])

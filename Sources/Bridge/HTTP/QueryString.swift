@@ -30,6 +30,19 @@ enum QueryString {
         return nil
     }
 
+    /// Every parameter of `query`, each name and value decoded once; the first value of a name
+    /// wins. `nil` when a name or a value does not decode. Work in proportion to the query's length.
+    static func parameters(_ query: Substring) -> [String: String]? {
+        var values: [String: String] = [:]
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = decode(parts[0]) else { return nil }
+            guard let value = parts.count == 2 ? decode(parts[1]) : "" else { return nil }
+            if values[name] == nil { values[name] = value }
+        }
+        return values
+    }
+
     /// A `Last-Event-ID` (header or `lastEventId` parameter): a decimal event id, spaces around allowed.
     static func eventID(_ text: String) -> UInt64? {
         UInt64(text.trimmingCharacters(in: .whitespaces))

@@ -8,7 +8,7 @@ import Hummingbird
 ///   what reaches a selector, a field list or params has a stated bound (a longer head is refused
 ///   by the HTTP parser, 431);
 /// - a query whose names or values are not valid percent-encoded UTF-8 is 400, naming the
-///   parameter (it was ignored before, so `selector=%ZZ` returned every document);
+///   parameter (ignored, `selector=%ZZ` would return every document);
 /// - a write (`POST`, `PUT`, `PATCH`, `DELETE`) never takes its token from `?token=`, which is for
 ///   `GET` only (an `EventSource` can set no header);
 /// - a write authenticated by the session cookie alone must be `application/json` (403 otherwise,
@@ -33,17 +33,25 @@ struct RequestHygieneMiddleware: RouterMiddleware {
     /// The longest request target taken: 64 KiB.
     static let maximumTargetBytes = 64 * 1024
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let target = request.head.path?.utf8.count ?? 0
-        if target > Self.maximumTargetBytes {
+    /// The request target's own refusals, from its text alone (the same on every door): past its
+    /// length, 414; a query parameter that does not decode, 400.
+    static func checkTarget(_ target: String?) throws(BridgeError) {
+        let length = target?.utf8.count ?? 0
+        if length > maximumTargetBytes {
             throw BridgeError(
                 .uriTooLong,
-                "The request's path and query are \(target) bytes; the bridge takes at most \(Self.maximumTargetBytes) (64 KiB): narrow the selector or the list of values",
-                details: ["length": .int(target), "limit": .int(Self.maximumTargetBytes)])
+                "The request's path and query are \(length) bytes; the bridge takes at most \(maximumTargetBytes) (64 KiB): narrow the selector or the list of values",
+                details: ["length": .int(length), "limit": .int(maximumTargetBytes)])
         }
-        if let query = request.uri.query, let bad = QueryString.firstUndecodableParameter(query) {
-            throw BridgeError.badRequest("the query parameter '\(bad)' is not valid percent-encoded UTF-8")
+        if let target, let mark = target.firstIndex(of: "?"),
+            let bad = QueryString.firstUndecodableParameter(String(target[target.index(after: mark)...]))
+        {
+            throw .badRequest("the query parameter '\(bad)' is not valid percent-encoded UTF-8")
         }
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        try Self.checkTarget(request.head.path)
         let origin = request.headers[.origin]
         let standing = origins.standing(origin: origin)
         if request.method != .get, request.method != .head, request.method != .options {

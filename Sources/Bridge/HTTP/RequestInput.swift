@@ -41,18 +41,22 @@ enum RequestInput {
 
     /// The credential a request carries: `Authorization: Bearer`, the session cookie, or `?token=`.
     static func credential(_ request: Request) -> (token: String, fromBearer: Bool)? {
+        credential(request.headers) ?? query(request, "token").flatMap { $0.isEmpty ? nil : ($0, false) }
+    }
+
+    /// The credential a request's headers carry: `Authorization: Bearer`, or the session cookie.
+    static func credential(_ headers: HTTPFields) -> (token: String, fromBearer: Bool)? {
         // On every request: plain UTF-8 work, no Foundation (its trimming showed in profiles).
-        if let header = request.headers[.authorization], header.prefix(7).lowercased() == "bearer " {
+        if let header = headers[.authorization], header.prefix(7).lowercased() == "bearer " {
             let token = trimmed(header.dropFirst(7))
             if !token.isEmpty { return (String(token), true) }
         }
-        for cookieHeader in request.headers[values: .cookie] {
+        for cookieHeader in headers[values: .cookie] {
             for pair in cookieHeader.split(separator: ";") {
                 let kv = trimmed(pair).split(separator: "=", maxSplits: 1)
                 if kv.count == 2, kv[0] == SessionCookie.name { return (String(kv[1]), false) }
             }
         }
-        if let token = query(request, "token"), !token.isEmpty { return (token, false) }
         return nil
     }
 
@@ -81,12 +85,19 @@ enum RequestInput {
 
     /// The end user's address, from the connection's peer `peer`.
     static func clientAddress(_ request: Request, peer address: SocketAddress?, configuration: BridgeConfiguration) -> String {
+        clientAddress(request.headers, peer: address, configuration: configuration)
+    }
+
+    /// The end user's address, from a request's headers and its connection's peer `peer`.
+    static func clientAddress(_ headers: HTTPFields, peer address: SocketAddress?, configuration: BridgeConfiguration) -> String {
         let peer = address?.ipAddress ?? "unknown"
         guard configuration.trustForwardedFor || !configuration.trustedProxies.isEmpty else { return peer }
         return ClientAddress.resolve(
-            peer: peer, forwardedFor: request.headers[values: .init("X-Forwarded-For")!],
-            trusted: configuration.trustedProxies, trustPeer: configuration.trustForwardedFor)
+            peer: peer, forwardedFor: headers[values: forwardedFor], trusted: configuration.trustedProxies,
+            trustPeer: configuration.trustForwardedFor)
     }
+
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For") ?? .via
 
     /// The shortest upstream timeout a request may ask for.
     static let minimumTimeoutMilliseconds = 100

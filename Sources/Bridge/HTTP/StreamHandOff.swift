@@ -34,15 +34,16 @@ final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
     /// looks at a response sees them as it sees a routed one's, and then ends the request loop,
     /// which waits for a request that will not come (``StreamHandOff/endRequestLoop()``).
     ///
-    /// `framing`: who frames the body's chunks (``StreamHandOff/Framing``).
-    static func install(
-        _ stream: EventStream, on channel: any Channel, framing: StreamHandOff.Framing, opening: (head: HTTPResponse, body: ByteBuffer)? = nil
-    ) -> Bool {
+    /// The writer frames the body itself and writes it through the HTTP encoder's context, to the
+    /// handlers before the encoder only (``StreamHandOff``).
+    static func install(_ stream: EventStream, on channel: any Channel, opening: (head: HTTPResponse, body: ByteBuffer)? = nil) -> Bool {
         let operations = channel.pipeline.syncOperations
-        guard let anchor = try? operations.handler(type: StreamAnchor.self), !anchor.takeOver.isTaken else { return false }
-        // The encoder's context: a write through it goes to the handlers before the encoder only.
-        let encoder = framing == .ownChunks ? ProbingHTTP1Channel.encoderContext(operations) : nil
-        let writer = StreamHandOff(takeOver: anchor.takeOver, encoder: encoder)
+        // The anchor goes when a stream takes the connection: one that is gone was taken already.
+        guard let anchor = try? operations.handler(type: StreamAnchor.self) else { return false }
+        let encoder = ProbingHTTP1Channel.encoderContext(operations)
+        // An HTTP/1.0 client's body is not chunked: it ends with the connection.
+        let closeDelimited = (try? operations.handler(type: HTTPVersionTap.self))?.answersHTTP10 ?? false
+        let writer = StreamHandOff(takeOver: anchor.takeOver, encoder: encoder, closeDelimited: closeDelimited)
         do { try operations.addHandler(writer, position: .after(anchor)) } catch { return false }
         if let opening { writer.open(opening.head, opening.body) }
         guard writer.adopt(stream) else { return false }
@@ -64,7 +65,7 @@ final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
 ///   session's lock, on whatever thread delivered them), the loop writes them, as one write;
 /// - while the socket is not writable (the channel is past its high watermark) nothing is taken
 ///   from the stream, so its frames wait in the stream's bounded buffer, and a reader that lets
-///   that overflow is cut with a last event (``EventStream``), as before; when the socket drains
+///   that overflow is cut with a last event (``EventStream``); when the socket drains
 ///   (`channelWritabilityChanged`), everything pending goes out in one write;
 /// - a prelude (a replay, a snapshot) is taken chunk by chunk, each only while the socket is
 ///   writable: a snapshot of any size reaches a reader at its own pace;
@@ -89,16 +90,9 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    /// Who frames a stream's body as HTTP/1.1 chunks.
-    enum Framing {
-        /// The HTTP encoder (a `HEAD`'s, whose body the encoder drops).
-        case encoder
-        /// The writer itself, writing past the HTTP handlers (a `GET`'s).
-        case ownChunks
-    }
-
     let takeOver: StreamTakeOver
-    /// The HTTP encoder's context, when this writer frames its own chunks (``Framing/ownChunks``).
+    /// The HTTP encoder's context, through which this writer writes the chunks it frames (`nil`:
+    /// it writes bodies through the HTTP handlers, which frame them).
     private var encoder: ChannelHandlerContext?
     private var context: ChannelHandlerContext?
     /// The context's channel, kept while the handler is in the pipeline (read for every turn of
@@ -109,9 +103,14 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     private var taken = false
     private var ended = false
 
-    init(takeOver: StreamTakeOver = StreamTakeOver(), encoder: ChannelHandlerContext? = nil) {
+    /// The body is not framed in chunks (an HTTP/1.0 client's): its bytes go as they are, and
+    /// the connection's close ends it.
+    private let closeDelimited: Bool
+
+    init(takeOver: StreamTakeOver = StreamTakeOver(), encoder: ChannelHandlerContext? = nil, closeDelimited: Bool = false) {
         self.takeOver = takeOver
         self.encoder = encoder
+        self.closeDelimited = closeDelimited
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -190,30 +189,35 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// A turn's bytes from a loop's feed (``LoopFeed``), the same for every reader of the loop:
-    /// written now, the shared `chunk` as it is, when the socket takes them and nothing waits
-    /// before them in the stream; else they join the stream's buffer, drained now if the writer
-    /// was waiting for them.
-    func feed(_ stream: EventStream, _ bytes: ByteBuffer, count: Int, chunk: ByteBuffer) {
+    /// A turn's frames from a loop's feed (``LoopFeed``), the same buffers for every reader of
+    /// the loop: written now, framed once already (`routed.chunk`), when the socket takes them,
+    /// nothing waits before them in the stream and they are within its limit; else they join the
+    /// stream's buffer, drained now if the writer was waiting for them.
+    func feed(_ stream: EventStream, _ routed: LoopFeed.Routed) {
         let writable = self.stream === stream && !ended && (channel?.isWritable ?? false)
-        switch stream.offer(joined: bytes, count: count, writable: writable) {
+        switch stream.offer(routed.frames, bytes: routed.bytes, count: routed.count, writable: writable) {
         case .write:
             guard let context else { return }
-            write(bytes, chunk: chunk, context: context)
-            (encoder ?? context).flush()
+            if let encoder {
+                for piece in closeDelimited ? routed.frames : routed.chunk { encoder.write(NIOAny(piece), promise: nil) }
+                encoder.flush()
+            } else {
+                for frame in routed.frames { context.write(wrapOutboundOut(.body(frame)), promise: nil) }
+                context.flush()
+            }
         case .wake: drain()
         case .wait: break
         }
     }
 
-    /// Writes a body's bytes: as a chunk past the HTTP handlers (`chunk`, when framed already)
-    /// for a writer of its own chunks, else through them.
-    private func write(_ bytes: ByteBuffer, chunk: ByteBuffer? = nil, context: ChannelHandlerContext) {
+    /// Writes a body's bytes: as a chunk past the HTTP handlers for a writer of its own chunks,
+    /// else through them.
+    private func write(_ bytes: ByteBuffer, context: ChannelHandlerContext) {
         guard let encoder else {
             context.write(wrapOutboundOut(.body(bytes)), promise: nil)
             return
         }
-        if let chunk { encoder.write(NIOAny(chunk), promise: nil) } else { Self.writeChunk(bytes, to: encoder) }
+        if closeDelimited { encoder.write(NIOAny(bytes), promise: nil) } else { Self.writeChunk(bytes, to: encoder) }
     }
 
     /// Writes `bytes` as one HTTP/1.1 chunk through the encoder's `context` (to the handlers
@@ -235,7 +239,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// `bytes` (not empty) framed as one HTTP/1.1 chunk, in a buffer of its own (copied): a small
-    /// write's, and what a loop's feed makes once for all the readers it writes (``LoopFeed``).
+    /// write's.
     static func chunk(_ bytes: ByteBuffer) -> ByteBuffer {
         var chunk = allocator.buffer(capacity: bytes.readableBytes + 20)
         writeHex(bytes.readableBytes, into: &chunk)
@@ -243,6 +247,40 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         chunk.writeImmutableBuffer(bytes)
         chunk.writeStaticString("\r\n")
         return chunk
+    }
+
+    /// A feed's frames as pieces to write: each run of small frames joined into one buffer (one
+    /// copy, shared by every reader of the feed), a frame past ``copyLimit`` kept as the shared
+    /// frame itself (never copied, however many filters take it).
+    static func pieces(_ frames: [ByteBuffer]) -> [ByteBuffer] {
+        guard frames.count > 1 else { return frames }
+        var pieces: [ByteBuffer] = []
+        var run: [ByteBuffer] = []
+        func closeRun() {
+            if run.count == 1 { pieces.append(run[0]) } else if !run.isEmpty { pieces.append(EventStream.joined(run) ?? ByteBuffer()) }
+            run = []
+        }
+        for frame in frames {
+            if frame.readableBytes > copyLimit {
+                closeRun()
+                pieces.append(frame)
+            } else {
+                run.append(frame)
+            }
+        }
+        closeRun()
+        return pieces
+    }
+
+    /// `pieces` (`bytes` in all, not zero) framed as one HTTP/1.1 chunk: one buffer with its framing
+    /// when they are one small piece, else the chunk's size line, the pieces themselves, and CRLF.
+    static func chunk(_ pieces: [ByteBuffer], bytes: Int) -> [ByteBuffer] {
+        guard bytes > 0 else { return [] }
+        if pieces.count == 1, bytes <= copyLimit { return [chunk(pieces[0])] }
+        var head = allocator.buffer(capacity: 20)
+        writeHex(bytes, into: &head)
+        head.writeStaticString("\r\n")
+        return [head] + pieces + [ByteBuffer(staticString: "\r\n")]
     }
 
     /// NIO's allocator, without reaching it through the channel (a retain per write).

@@ -6,8 +6,8 @@
 
 /// How the calling thread has been scheduled since it started, in nanoseconds: the time it ran,
 /// and the time it was ready to run but waited for a core (Linux's
-/// `/proc/thread-self/schedstat`). Package-wide; `nil` where that file cannot be read.
-package func threadScheduling() -> (running: Int64, waiting: Int64)? {
+/// `/proc/thread-self/schedstat`); `nil` where that file cannot be read.
+func threadScheduling() -> (running: Int64, waiting: Int64)? {
     let file = open("/proc/thread-self/schedstat", O_RDONLY)
     guard file >= 0 else { return nil }
     defer { close(file) }

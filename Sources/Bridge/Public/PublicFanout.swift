@@ -50,12 +50,18 @@ public final class PublicFanout: Service, Sendable {
     let metrics: BridgeMetrics
     let pacer: ReconnectPacer
     let budget: MemoryBudget
+    /// Every open stream, user and public: ended with `shutting-down` when the bridge stops.
+    let streams: LiveStreams
     private let state = LockedState(State())
     private let started: AsyncStream<Session>
     private let starter: AsyncStream<Session>.Continuation
 
-    init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer, budget: MemoryBudget) {
+    init(
+        configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer, budget: MemoryBudget,
+        streams: LiveStreams
+    ) {
         self.budget = budget
+        self.streams = streams
         publications = configuration.publicPublications
         var pool = configuration
         pool.maxSubscriptionsPerSession = configuration.publicMaxSubscriptions
@@ -272,6 +278,10 @@ public final class PublicFanout: Service, Sendable {
                 group.cancelAll()
             }
         } onGracefulShutdown: {
+            // The readers are told the bridge is stopping before the pool's connections close
+            // (which would end their streams as `session-ended`): services stop in reverse order,
+            // the fan-out before the registry, which tells the same to every other stream.
+            self.streams.shutDown()
             self.state.withLock { $0.shuttingDown = true }
             self.starter.finish()
         }

@@ -110,12 +110,18 @@ public struct PublicPublications: Sendable, Equatable {
     /// The most bytes a public subscription's parameters may take, encoded.
     public static let maxParameterBytes = 4096
 
-    /// Refuses (403, or 400 for parameters of the wrong shape or size) what the operator did not make public.
-    public func check(_ name: String, _ params: [EJSON]) throws(BridgeError) {
-        guard let entry = entries[name] else {
+    /// Refuses (403) a publication the operator did not make public, before its parameters are read.
+    public func check(_ name: String) throws(BridgeError) {
+        guard entries[name] != nil else {
             throw BridgeError(
                 .notPublic, "Publication '\(name.prefix(200))' is not public on this bridge (see GET /v1/public/publications)")
         }
+    }
+
+    /// Refuses (403, or 400 for parameters of the wrong shape or size) what the operator did not make public.
+    public func check(_ name: String, _ params: [EJSON]) throws(BridgeError) {
+        try check(name)
+        guard let entry = entries[name] else { return }
         let encoded = EJSONWriter.encode(.array(params))
         guard encoded.count <= Self.maxParameterBytes else {
             throw BridgeError(.invalidParams, "Public parameters may take at most \(Self.maxParameterBytes) bytes of JSON")

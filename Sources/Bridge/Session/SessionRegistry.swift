@@ -58,6 +58,9 @@ public final class SessionRegistry: Service, Sendable {
     let metrics: BridgeMetrics
     /// Every event stream its connection's event loop writes (session and public ones alike).
     let liveStreams: LiveStreams
+
+    /// The streams open whose last frame is decided (cut, ended), their connections not yet closed.
+    package var endingStreams: Int { liveStreams.ending }
     /// Paces every session's reconnect attempts (one bucket for the process).
     let pacer: ReconnectPacer
     /// What every session's documents may take in all, and per address.

@@ -67,8 +67,6 @@ public struct DDPClientError: Error, Sendable, Equatable, CustomStringConvertibl
             details: ["upstream": refusal.ejson])
     }
 
-    public var isTimeout: Bool { code == .timedOut }
-
     public var description: String { "\(reason) [\(code)]" }
 
     /// In the shape of a Meteor error object (as a `nosub` carries one), so a consumer reads
