@@ -17,9 +17,7 @@ let package = Package(
         .library(name: "Timing", targets: ["Timing"])
     ],
     dependencies: [
-        // Pinned to 2.28.x: the bridge's request loop follows HummingbirdCore's (ProbingHTTP1Channel;
-        // RequestLoopTests holds it to what it relies on). Read a new minor's loop before moving on.
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", .upToNextMinor(from: "2.28.1")),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.0"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.0"),
         // zlib for permessage-deflate on the upstream (the same library swift-websocket's compression uses).

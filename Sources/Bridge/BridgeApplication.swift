@@ -58,24 +58,19 @@ public enum BridgeApplication {
                 metadata: ["searched": "\(configuration.consoleSearched.joined(separator: ", "))"])
         }
         routes.register(on: router)
-        // The read timeout closes connections that are slow to send a request or idle between
-        // requests; Hummingbird leaves a connection alone while its response (a stream) is running.
-        // Probes are answered on the event loop when they can be (see ProbeFastPath).
+        // Every request is decided by the front door on its connection's event loop (probes and
+        // streams answered there); the rest run as tasks of the request runner, through the router.
         let metrics = registry.metrics
-        let idleTimeout = TimeAmount(configuration.readTimeout)
-        let probeAnswer = routes.probeAnswer
-        let openStream = routes.openStreamOnLoop
         let date = HTTPDate(clock: configuration.clock)
-        let server = HTTPServerBuilder { responder in
-            ProbingHTTP1Channel(
-                base: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idleTimeout)), admission: admission,
-                refused: { metrics.connectionRefused(reason: $0 == .tooManyFromAddress ? "address" : "total") },
-                unparsed: { metrics.countRequest(route: "unparsed", status: Int($0.code)) }
-            ) {
-                ProbeFastPath(answer: probeAnswer, openStream: openStream, date: date) { path, status in
-                    metrics.countRequest(route: path, status: Int(status.code))
-                }
-            }
+        let runner = RequestRunner(responder: router.buildResponder(), date: date, serverName: http.serverName, logger: logger)
+        let rooms = FrontDoor.Rooms(
+            answer: routes.probeAnswer, openStream: routes.openStreamOnLoop, route: runner.submit,
+            answered: { path, status in metrics.countRequest(route: path, status: Int(status.code)) },
+            bodyLimit: configuration.maxBodySize, date: date)
+        let server = HTTPServerBuilder { _ in
+            BridgeChildChannel(
+                admission: admission, refused: { metrics.connectionRefused(reason: $0 == .tooManyFromAddress ? "address" : "total") },
+                idleTimeout: configuration.readTimeout, rooms: rooms)
         }
         // The bridge's own origins are known once it listens (before any connection is taken).
         let running: @Sendable (any Channel) async -> Void = { channel in
@@ -92,7 +87,7 @@ public enum BridgeApplication {
         // How late the event loops run what is due on them (the metric that says nothing holds them).
         let lateness = EventLoopLateness(group: configuration.eventLoopGroup, factory: metrics.factory, logger: logger)
         let application = Application(
-            router: router, server: server, configuration: http, services: [registry, fanout, probe, lateness], onServerRunning: running,
+            router: router, server: server, configuration: http, services: [registry, fanout, probe, lateness, runner], onServerRunning: running,
             eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)
         return (application, registry)
     }

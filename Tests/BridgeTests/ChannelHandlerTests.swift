@@ -3,23 +3,25 @@ import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
+import NIOHTTP1
 import NIOHTTPTypes
 import Testing
 
 @testable import Bridge
 
-/// ``ProbeFastPath`` and ``EventStreamHangUp`` on an `EmbeddedChannel`, fed the parts
-/// `HTTP1ToHTTPServerCodec` delivers, with a recorder after them for what the router would see.
+/// ``FrontDoor`` on an `EmbeddedChannel`, fed the parts `HTTP1ToHTTPServerCodec` delivers: what it
+/// answers itself, what it hands to the router (recorded by ``ProbeSource``; the test writes the
+/// router's answers), and in which order.
 @Suite struct ChannelHandlerTests {
 
-    // MARK: - ProbeFastPath: answered here
+    // MARK: - Answered at the door
 
     @Test func healthzIsAnsweredOnTheConnection() throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
+        try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/healthz")), to: channel)
             #expect(try Self.written(channel) == Self.probeAnswer(.ok, #"{"status":"ok"}"#))
-            #expect(recorder.parts == [], "an answered probe does not reach the router")
+            #expect(source.routedPaths == [], "an answered probe does not reach the router")
             #expect(source.answers == ["/healthz 200"])
             #expect(channel.isActive, "no Connection: close, so the connection stays open")
         }
@@ -28,17 +30,17 @@ import Testing
     /// `Content-Length: 0` is no body: still a plain GET.
     @Test func anEmptyDeclaredBodyIsStillAnswered() throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
+        try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/healthz", [.contentLength: "0"])), to: channel)
             #expect(try Self.written(channel) == Self.probeAnswer(.ok, #"{"status":"ok"}"#))
-            #expect(recorder.parts == [])
+            #expect(source.routedPaths == [])
         }
     }
 
     /// `/readyz` says what the readiness source says at the time of each request.
     @Test func readyzAnswersFromTheReadinessSource() throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
+        try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/readyz")), to: channel)
             #expect(
                 try Self.written(channel)
@@ -58,7 +60,7 @@ import Testing
                 + #""hint":"start the Meteor app, or correct the host and port of the upstream URL"}}}"#
             #expect(try Self.written(channel) == Self.probeAnswer(.serviceUnavailable, unavailable, [.retryAfter: "7"]))
 
-            #expect(recorder.parts == [])
+            #expect(source.routedPaths == [])
             #expect(source.answers == ["/readyz 200", "/readyz 503"])
             #expect(channel.isActive)
         }
@@ -67,28 +69,29 @@ import Testing
     /// The rest of an answered request (its end) is dropped; the next request is the router's again.
     @Test func theRestOfAnAnsweredRequestIsDropped() throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
+        try Self.withChannel([source.handler()]) { channel, _ in
             try channel.writeInbound(HTTPRequestPart.head(Self.request(.get, "/healthz")))
             #expect(try Self.written(channel) == Self.probeAnswer(.ok, #"{"status":"ok"}"#), "answered as the head arrives")
             try channel.writeInbound(HTTPRequestPart.end(nil))
-            #expect(recorder.parts == [])
+            #expect(source.routedPaths == [])
 
-            let next = Self.parts(Self.request(.get, "/v1/session"))
-            try Self.deliver(next, to: channel)
-            #expect(recorder.parts == next)
+            try Self.deliver(Self.parts(Self.request(.get, "/v1/session")), to: channel)
+            #expect(source.routedPaths == ["/v1/session"])
             #expect(try Self.written(channel) == [])
         }
     }
 
-    // MARK: - ProbeFastPath: left to the router
+    // MARK: - Handed to the router
 
-    /// Requests that must reach the router unchanged: the fast path writes nothing for them.
+    /// Requests the router answers: the door writes nothing for them and hands each on once,
+    /// whole, with its body.
     @Test(arguments: ChannelHandlerTests.routerRequests)
-    func requestsTheRouterMustSeePassThrough(_ request: RouterRequest) throws {
+    func requestsTheRouterAnswersAreHandedOnWhole(_ request: RouterRequest) throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
+        try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(request.parts, to: channel)
-            #expect(recorder.parts == request.parts)
+            #expect(source.routedHeads == [request.head])
+            #expect(source.routedBodies == [request.body ?? ""])
             #expect(try Self.written(channel) == [])
             #expect(source.answers == [])
         }
@@ -105,67 +108,80 @@ import Testing
         RouterRequest("a probe path with a query", request(.get, "/healthz?verbose=1"))
     ]
 
+    /// A body is read up to the limit and one byte more (the route answers 413), no further.
+    @Test func aBodyIsReadUpToTheLimitAndOneByteMore() throws {
+        let source = ProbeSource(bodyLimit: 4)
+        try Self.withChannel([source.handler()]) { channel, _ in
+            try channel.writeInbound(HTTPRequestPart.head(Self.request(.post, "/v1/methods/echo", [.contentLength: "10"])))
+            try channel.writeInbound(HTTPRequestPart.body(ByteBuffer(string: "012")))
+            try channel.writeInbound(HTTPRequestPart.body(ByteBuffer(string: "3456789")))
+            try channel.writeInbound(HTTPRequestPart.end(nil))
+            #expect(source.routedBodies == ["01234"])
+        }
+    }
+
     /// The path is looked up as the request gives it, query included: only the exact path is a probe.
     @Test func thePathIsLookedUpAsGiven() throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
-            let request = Self.parts(Self.request(.get, "/healthz?verbose=1"))
-            try Self.deliver(request, to: channel)
+        try Self.withChannel([source.handler()]) { channel, _ in
+            try Self.deliver(Self.parts(Self.request(.get, "/healthz?verbose=1")), to: channel)
             #expect(source.lookups == ["/healthz?verbose=1"])
-            #expect(recorder.parts == request)
+            #expect(source.routedPaths == ["/healthz?verbose=1"])
             #expect(try Self.written(channel) == [])
         }
     }
 
-    /// While a request passed to the router is unanswered, probes go to the router too (so
-    /// responses stay in order); once every response has ended, the fast path answers again.
-    @Test func probesWaitForUnansweredRequests() throws {
+    /// Requests are answered in the order they came: a probe pipelined behind a request the
+    /// router is answering waits for that answer's end, then the door answers it.
+    @Test func aProbeBehindARoutedRequestWaitsForItsAnswer() throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
-            let session = Self.parts(Self.request(.get, "/v1/session"))
-            let firstProbe = Self.parts(Self.request(.get, "/healthz"))
-            try Self.deliver(session, to: channel)
-            try Self.deliver(firstProbe, to: channel)
-            #expect(recorder.parts == session + firstProbe, "pipelined behind /v1/session")
-            #expect(try Self.written(channel) == [])
+        try Self.withChannel([source.handler()]) { channel, _ in
+            try Self.deliver(Self.parts(Self.request(.get, "/v1/session")), to: channel)
+            try Self.deliver(Self.parts(Self.request(.get, "/healthz")), to: channel)
+            #expect(source.routedPaths == ["/v1/session"])
+            #expect(try Self.written(channel) == [], "the probe was answered before the answer ahead of it")
 
-            // The router answers /v1/session; the first probe it was given is still unanswered.
             let sessionResponse: [HTTPResponsePart] = [
                 .head(HTTPResponse(status: .ok, headerFields: [.contentType: "application/json"])),
                 .body(ByteBuffer(string: "{}")),
                 .end(nil)
             ]
             for part in sessionResponse { try channel.writeOutbound(part) }
-            #expect(try Self.written(channel) == sessionResponse, "the router's response passes unchanged")
-
-            let secondProbe = Self.parts(Self.request(.get, "/healthz"))
-            try Self.deliver(secondProbe, to: channel)
-            #expect(recorder.parts == session + firstProbe + secondProbe, "the first probe is still unanswered")
-
-            // The router answers both probes it was given.
-            let routerProbeAnswer: [HTTPResponsePart] = [.head(HTTPResponse(status: .ok)), .end(nil)]
-            for part in routerProbeAnswer + routerProbeAnswer { try channel.writeOutbound(part) }
-            #expect(try Self.written(channel) == routerProbeAnswer + routerProbeAnswer)
+            #expect(try Self.written(channel) == sessionResponse + Self.probeAnswer(.ok, #"{"status":"ok"}"#))
+            #expect(source.answers == ["/healthz 200"])
 
             try Self.deliver(Self.parts(Self.request(.get, "/healthz")), to: channel)
-            #expect(try Self.written(channel) == Self.probeAnswer(.ok, #"{"status":"ok"}"#))
-            #expect(recorder.parts == session + firstProbe + secondProbe, "answered here, not passed on")
-            #expect(source.answers == ["/healthz 200"])
+            #expect(try Self.written(channel) == Self.probeAnswer(.ok, #"{"status":"ok"}"#), "answered at once again")
         }
     }
 
-    // MARK: - ProbeFastPath: Connection: close
+    // MARK: - Connection: close, upgrades, hang-ups
 
     /// A probe that asks to close is answered with `Connection: close`, then the connection closes.
     @Test(arguments: ["close", "Close", "keep-alive, close"])
     func connectionCloseIsAnsweredThenClosed(_ connection: String) throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
+        try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/healthz", [.connection: connection])), to: channel)
             #expect(try Self.written(channel) == Self.probeAnswer(.ok, #"{"status":"ok"}"#, [.connection: "close"]))
             #expect(Self.closeFutureFired(channel), "closed once the answer is written")
             #expect(!channel.isActive)
-            #expect(recorder.parts == [], "the end of the request is dropped too")
+            #expect(source.routedPaths == [], "the end of the request is dropped too")
+        }
+    }
+
+    /// A routed request that asks to close, or for an upgrade (the bridge offers none), is
+    /// answered with `Connection: close`, and the connection closes after its end.
+    @Test(arguments: [[HTTPField.Name.connection: "close"], [.connection: "Upgrade", .upgrade: "websocket"]] as [HTTPFields])
+    func aRoutedRequestThatAsksToCloseClosesAfterItsAnswer(_ fields: HTTPFields) throws {
+        let source = ProbeSource()
+        try Self.withChannel([source.handler()]) { channel, _ in
+            try Self.deliver(Self.parts(Self.request(.get, "/v1/session", fields)), to: channel)
+            try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+            #expect(channel.isActive)
+            try channel.writeOutbound(HTTPResponsePart.end(nil))
+            #expect(try Self.written(channel) == [.head(HTTPResponse(status: .ok, headerFields: [.connection: "close"])), .end(nil)])
+            #expect(Self.closeFutureFired(channel))
         }
     }
 
@@ -175,47 +191,39 @@ import Testing
     @Test func nothingBehindAClosingProbeReachesTheRouter() throws {
         let source = ProbeSource()
         let held = HeldWrites()
-        try Self.withChannel([held, source.handler()]) { channel, recorder in
+        try Self.withChannel([held, source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/healthz", [.connection: "close"])), to: channel)
             #expect(channel.isActive, "the answer's write has not completed: not closed yet")
             try Self.deliver(Self.parts(Self.request(.post, "/v1/sessions", [.contentLength: "2"]), body: "{}"), to: channel)
-            #expect(recorder.parts == [], "a request after Connection: close reached the router")
+            #expect(source.routedPaths == [], "a request after Connection: close reached the router")
             held.release()
             #expect(!channel.isActive, "closed once the answer is written")
             _ = try Self.written(channel)
         }
     }
 
-    /// A `100 Continue` written during an event stream (owed to a request pipelined behind it)
-    /// is no final response: the stream's hang-up is still seen.
-    @Test func anInformationalHeadDoesNotEndTheStreamsWatch() throws {
-        try Self.withChannel([EventStreamHangUp()]) { channel, _ in
-            try channel.writeOutbound(HTTPResponsePart.head(Self.eventStream()))
-            try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .continue)))
-            channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
-            #expect(!channel.isActive, "the hang-up during the stream went unseen")
-            _ = try Self.written(channel)
-        }
-    }
-
-    /// `100 Continue` for a request pipelined behind a response still being written goes out
-    /// once that response has ended, not into its body.
-    @Test func aContinueBehindAResponseWaitsForItsEnd() throws {
-        try Self.withChannel([ProbeSource().handler()]) { channel, recorder in
+    /// `100 Continue` for a request pipelined behind an answer still being written goes out once
+    /// that answer has ended, not into its body.
+    @Test func aContinueBehindAnAnswerWaitsForItsEnd() throws {
+        let source = ProbeSource()
+        try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/v1/events")), to: channel)
             try channel.writeOutbound(HTTPResponsePart.head(Self.eventStream()))
             try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(string: "event: ready\n\n")))
             try channel.writeInbound(HTTPRequestPart.head(Self.request(.post, "/v1/methods/echo", [.contentLength: "2", .expect: "100-continue"])))
-            #expect(recorder.parts.count == 3, "the request goes on to the router")
             #expect(try Self.written(channel) == [.head(Self.eventStream()), .body(ByteBuffer(string: "event: ready\n\n"))])
             try channel.writeOutbound(HTTPResponsePart.end(nil))
             #expect(try Self.written(channel) == [.end(nil), .head(HTTPResponse(status: .continue))], "owed, and sent after the end")
+            try channel.writeInbound(HTTPRequestPart.body(ByteBuffer(string: "[]")))
+            try channel.writeInbound(HTTPRequestPart.end(nil))
+            #expect(source.routedPaths == ["/v1/events", "/v1/methods/echo"])
+            #expect(source.routedBodies == ["", "[]"])
         }
     }
 
     @Test func keepAliveIsNotTakenForClose() throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler()]) { channel, recorder in
+        try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/healthz", [.connection: "keep-alive"])), to: channel)
             #expect(try Self.written(channel) == Self.probeAnswer(.ok, #"{"status":"ok"}"#), "no Connection header")
             #expect(channel.isActive)
@@ -223,48 +231,19 @@ import Testing
         }
     }
 
-    // MARK: - EventStreamHangUp
-
-    /// The client's FIN during a stream closes the connection at once, so the close future ends
-    /// the stream; the event itself goes no further.
-    @Test func aHangUpDuringAStreamClosesTheConnection() throws {
-        try Self.withChannel([EventStreamHangUp()]) { channel, recorder in
-            let request = Self.parts(Self.request(.get, "/v1/events", [.accept: "text/event-stream"]))
-            try Self.deliver(request, to: channel)
-            #expect(recorder.parts == request, "requests pass unchanged")
-
-            let stream: [HTTPResponsePart] = [.head(Self.eventStream()), .body(ByteBuffer(string: "event: connection\ndata: {}\n\n"))]
-            for part in stream { try channel.writeOutbound(part) }
-            #expect(try Self.written(channel) == stream, "stream parts pass unchanged")
-            #expect(channel.isActive)
-
+    /// A client that half-closes between requests has nothing more to ask: the connection closes.
+    @Test func aHangUpBetweenRequestsClosesTheConnection() throws {
+        try Self.withChannel([ProbeSource().handler()]) { channel, recorder in
             channel.pipeline.syncOperations.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
-            #expect(!channel.isActive)
             #expect(Self.closeFutureFired(channel))
-            #expect(recorder.events == [])
+            #expect(recorder.events == [], "the door took the event")
         }
     }
 
-    /// A FIN that comes before the stream's head: the head is sent (flushed by the handler), then
-    /// the connection closes.
-    @Test func aHangUpBeforeTheStreamClosesOnceItsHeadIsSent() throws {
-        try Self.withChannel([EventStreamHangUp()]) { channel, recorder in
-            try Self.deliver(Self.parts(Self.request(.get, "/v1/events")), to: channel)
-            channel.pipeline.syncOperations.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
-            #expect(recorder.events == [.inputClosed], "nothing is streaming yet: the event goes on")
-            #expect(channel.isActive)
-
-            let head = HTTPResponsePart.head(Self.eventStream("text/event-stream; charset=utf-8"))
-            channel.write(head, promise: nil)  // not flushed here: the handler must flush it
-            #expect(try Self.written(channel) == [head])
-            #expect(!channel.isActive)
-            #expect(Self.closeFutureFired(channel))
-        }
-    }
-
-    /// Other responses to a half-closed client are left to finish.
-    @Test func otherResponsesToAHalfClosedClientFinish() throws {
-        try Self.withChannel([EventStreamHangUp()]) { channel, recorder in
+    /// A client that half-closes while its request is answered gets the answer, then the close.
+    @Test func aHangUpDuringAnAnswerClosesAfterIt() throws {
+        let source = ProbeSource()
+        try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/v1/session")), to: channel)
             let response: [HTTPResponsePart] = [
                 .head(HTTPResponse(status: .ok, headerFields: [.contentType: "application/json"])),
@@ -273,61 +252,57 @@ import Testing
             ]
             try channel.writeOutbound(response[0])
             channel.pipeline.syncOperations.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
-            #expect(recorder.events == [.inputClosed])
-            #expect(channel.isActive)
-
+            #expect(channel.isActive, "closed under the answer")
             try channel.writeOutbound(response[1])
             try channel.writeOutbound(response[2])
             #expect(try Self.written(channel) == response)
-            #expect(channel.isActive)
-            #expect(!Self.closeFutureFired(channel))
+            #expect(Self.closeFutureFired(channel), "open after the last answer to a client that hung up")
         }
     }
 
-    /// A stream that has ended is no longer watched.
-    @Test func aHangUpAfterAStreamEndedIsPassedOn() throws {
-        try Self.withChannel([EventStreamHangUp()]) { channel, recorder in
-            try Self.deliver(Self.parts(Self.request(.get, "/v1/events")), to: channel)
-            let stream: [HTTPResponsePart] = [.head(Self.eventStream()), .body(ByteBuffer(string: "data: {}\n\n")), .end(nil)]
-            for part in stream { try channel.writeOutbound(part) }
-            channel.pipeline.syncOperations.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
-            #expect(try Self.written(channel) == stream)
-            #expect(recorder.events == [.inputClosed])
-            #expect(channel.isActive)
-        }
-    }
-
-    /// Only the input closing counts: other events pass on during a stream.
-    @Test func otherEventsPassDuringAStream() throws {
-        try Self.withChannel([EventStreamHangUp()]) { channel, recorder in
-            try Self.deliver(Self.parts(Self.request(.get, "/v1/events")), to: channel)
-            try channel.writeOutbound(HTTPResponsePart.head(Self.eventStream()))
+    /// Only the input closing is the door's: other events pass on.
+    @Test func otherEventsPassOn() throws {
+        try Self.withChannel([ProbeSource().handler()]) { channel, recorder in
             channel.pipeline.syncOperations.fireUserInboundEventTriggered(ChannelEvent.outputClosed)
             #expect(recorder.events == [.outputClosed])
             #expect(channel.isActive)
-            #expect(try Self.written(channel) == [.head(Self.eventStream())])
         }
     }
 
-    // MARK: - Both, as ProbingHTTP1Channel.setup wires them
+    // MARK: - What the parser refuses
 
-    /// A probe pipelined behind a running stream goes to the router (the stream is unanswered);
-    /// the client's FIN then closes the connection.
-    @Test func aProbeBehindAStreamWaitsAndTheHangUpStillCloses() throws {
+    /// A request the HTTP parser refuses is answered in the bridge's error shape (431 for a head
+    /// too large), counted, and the connection closed.
+    @Test(arguments: [(HTTPParserError.headerOverflow, 431), (.invalidHeaderToken, 400)] as [(HTTPParserError, Int)])
+    func aRequestTheParserRefusesIsAnsweredCountedAndClosed(_ error: HTTPParserError, _ status: Int) throws {
         let source = ProbeSource()
-        try Self.withChannel([source.handler(), EventStreamHangUp()]) { channel, recorder in
-            let events = Self.parts(Self.request(.get, "/v1/events", [.accept: "text/event-stream"]))
-            let probe = Self.parts(Self.request(.get, "/healthz"))
-            try Self.deliver(events, to: channel)
-            try channel.writeOutbound(HTTPResponsePart.head(Self.eventStream()))
-            try Self.deliver(probe, to: channel)
-            #expect(recorder.parts == events + probe)
-            #expect(try Self.written(channel) == [.head(Self.eventStream())])
+        try Self.withChannel([source.handler()]) { channel, _ in
+            channel.pipeline.fireErrorCaught(error)
+            let parts = try Self.written(channel)
+            guard case .head(let head) = parts.first else {
+                Issue.record("no answer: \(parts)")
+                return
+            }
+            #expect(Int(head.status.code) == status)
+            #expect(head.headerFields[.connection] == "close")
+            #expect(head.headerFields[.contentType] == "application/json")
+            #expect(source.answers == ["unparsed \(status)"])
+            #expect(Self.closeFutureFired(channel))
+        }
+    }
 
-            channel.pipeline.syncOperations.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
-            #expect(!channel.isActive)
-            #expect(recorder.events == [])
-            #expect(source.answers == [])
+    /// One refused behind an answer being written waits for it.
+    @Test func aParseErrorBehindAnAnswerWaitsForIt() throws {
+        let source = ProbeSource()
+        try Self.withChannel([source.handler()]) { channel, _ in
+            try Self.deliver(Self.parts(Self.request(.get, "/v1/session")), to: channel)
+            channel.pipeline.fireErrorCaught(HTTPParserError.invalidHeaderToken)
+            #expect(try Self.written(channel) == [])
+            try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+            try channel.writeOutbound(HTTPResponsePart.end(nil))
+            let parts = try Self.written(channel)
+            #expect(parts.count == 5, "the answer, then the refusal: \(parts)")
+            #expect(Self.closeFutureFired(channel))
         }
     }
 }
@@ -335,7 +310,7 @@ import Testing
 // MARK: - Helpers
 
 extension ChannelHandlerTests {
-    /// What reached the end of the pipeline: request parts and channel events. It passes nothing on.
+    /// What reached the end of the pipeline past the door: request parts (none should) and channel events.
     final class Recorder: ChannelInboundHandler {
         typealias InboundIn = HTTPRequestPart
 
@@ -351,8 +326,9 @@ extension ChannelHandlerTests {
         }
     }
 
-    /// What the fast path is given in place of `BridgeRoutes.probeAnswer`: the same answers, from an
-    /// upstream state the test sets, and a record of what it was asked and told.
+    /// What the door is given in place of the bridge's: the probes' answers, from an upstream
+    /// state the test sets, the router (a record of the requests handed to it), and a record of
+    /// what it was asked and told.
     struct ProbeSource: Sendable {
         struct Upstream: Sendable {
             var connection: ConnectionState
@@ -365,6 +341,15 @@ extension ChannelHandlerTests {
         /// Answers the fast path reported sending, as "path status".
         let answered = NIOLockedValueBox<[String]>([])
 
+        /// Requests handed to the router, with their bodies.
+        let routed = NIOLockedValueBox<[(HTTPRequest, String)]>([])
+        let bodyLimit: Int
+
+        init(bodyLimit: Int = 1 << 20) { self.bodyLimit = bodyLimit }
+
+        var routedHeads: [HTTPRequest] { routed.withLockedValue { $0.map(\.0) } }
+        var routedPaths: [String] { routedHeads.map { $0.path ?? "" } }
+        var routedBodies: [String] { routed.withLockedValue { $0.map(\.1) } }
         var lookups: [String] { asked.withLockedValue { $0 } }
         var answers: [String] { answered.withLockedValue { $0 } }
 
@@ -381,22 +366,31 @@ extension ChannelHandlerTests {
             }
         }
 
-        func handler() -> ProbeFastPath {
+        func handler() -> FrontDoor {
             let source = self
-            return ProbeFastPath(
-                answer: { path in source.answer(path) },
-                answered: { path, status in source.answered.withLockedValue { $0.append("\(path) \(status.code)") } })
+            return FrontDoor(
+                FrontDoor.Rooms(
+                    answer: { path in source.answer(path) },
+                    route: { request in
+                        source.routed.withLockedValue { $0.append((request.head, String(buffer: request.body))) }
+                        return true
+                    },
+                    answered: { path, status in source.answered.withLockedValue { $0.append("\(path) \(status.code)") } },
+                    bodyLimit: bodyLimit))
         }
     }
 
     /// A request for the router, named for the test report.
     struct RouterRequest: Sendable, CustomTestStringConvertible {
         let name: String
-        let parts: [HTTPRequestPart]
+        let head: HTTPRequest
+        let body: String?
+        var parts: [HTTPRequestPart] { ChannelHandlerTests.parts(head, body: body) }
 
         init(_ name: String, _ request: HTTPRequest, body: String? = nil) {
             self.name = name
-            self.parts = ChannelHandlerTests.parts(request, body: body)
+            self.head = request
+            self.body = body
         }
 
         var testDescription: String { name }
@@ -497,4 +491,9 @@ extension ChannelHandlerTests {
         channel.embeddedEventLoop.run()
         return fired.withLockedValue { $0 }
     }
+}
+
+extension FrontDoor.Rooms {
+    /// A door that answers nothing itself and hands nothing on (for tests of what follows it).
+    static let inert = FrontDoor.Rooms(answer: { _ in nil }, route: { _ in false }, answered: { _, _ in })
 }

@@ -29,10 +29,10 @@ import Testing
             channel = EmbeddedChannel(handlers: [HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false)], loop: loop)
             self.stream = stream
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
-            try channel.pipeline.syncOperations.addHandler(StreamAnchor(takeOver: StreamTakeOver()))
+            try channel.pipeline.syncOperations.addHandler(FrontDoor(.inert))
             if let feed { stream.whenWriterKnown { stream, waker in feed.add(stream, writer: waker.writer) } }
             let head = HTTPResponse(status: .ok, headerFields: [.contentType: "text/event-stream"])
-            #expect(StreamAnchor.install(stream, on: channel, opening: (head, ByteBuffer(string: "retry: 1\n\n"))))
+            #expect(StreamHandOff.install(stream, on: channel, opening: (head, ByteBuffer(string: "retry: 1\n\n"))))
             _ = try wire()
         }
 

@@ -9,38 +9,39 @@ import Testing
 
 @testable import Bridge
 
-/// The request loop the bridge copies from Hummingbird (``ProbingHTTP1Channel``, after
-/// HummingbirdCore's `handleHTTP`), held to what the copy relies on: Hummingbird's
-/// `HTTP1Channel.setup` installs the `HTTPConnectionStateHandler` the bridge's handlers are
-/// placed after (looked up by type), requests are answered in order with bodies read or skipped,
-/// a request without a body gets an empty one, `Connection: close` ends the loop, and
-/// Hummingbird's graceful shutdown closes a kept-alive connection between requests (which it
-/// knows because the loop's answers pass its state handler). A new Hummingbird that changes any
-/// of these fails here.
+/// The bridge's connections, set up from public parts (``BridgeChildChannel``) with the front
+/// door deciding each request (``FrontDoor``): requests are answered in order with bodies read or
+/// skipped, a request without a body gets an empty one, `Connection: close` ends the connection,
+/// and Hummingbird's graceful shutdown closes a kept-alive connection between requests (which it
+/// knows because every answer passes its connection-state handler).
 @Suite struct RequestLoopTests {
-    /// The bridge's setup on Hummingbird's: it finds Hummingbird's connection-state handler by
-    /// its type (setup fails without it) and adds its own after it.
-    @Test func hummingbirdsSetupInstallsTheConnectionStateHandlerTheBridgesHandlersFollow() throws {
-        let channel = EmbeddedChannel()
-        let base = HTTP1Channel(responder: { _, _, _ in }, configuration: .init(idleTimeout: .seconds(30)))
-        _ = try base.setup(channel: channel, logger: Logger(label: "test")).wait().unscopedParts.1.finish()
-        #expect((try? channel.pipeline.syncOperations.handler(type: HTTPConnectionStateHandler.self)) != nil)
-        _ = try? channel.finish()
-
-        let bridged = EmbeddedChannel()
-        let configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:1/websocket")
+    /// An admitted connection gets the HTTP handlers, Hummingbird's connection-state handler and
+    /// the front door after it; a refused one only its refusal.
+    @Test func anAdmittedConnectionGetsTheFrontDoorAfterTheConnectionStateHandler() throws {
+        var configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:1/websocket")
+        configuration.maxConnectionsPerAddress = 1
         let admission = ConnectionAdmission(configuration: configuration, budget: MemoryBudget(configuration: configuration)) { 0 }
-        let probing = ProbingHTTP1Channel(base: base, admission: admission, refused: { _ in }, unparsed: { _ in }) {
-            ProbeFastPath(answer: { _ in nil }, answered: { _, _ in })
-        }
-        let value = try probing.setup(channel: bridged, logger: Logger(label: "test")).wait()
-        let operations = bridged.pipeline.syncOperations
-        #expect((try? operations.handler(type: HTTPConnectionStateHandler.self)) != nil)
-        #expect((try? operations.handler(type: ProbeFastPath.self)) != nil)
-        #expect((try? operations.handler(type: StreamAnchor.self)) != nil)
-        #expect(value.takeOver != nil, "an admitted connection can be taken over by a stream")
-        value.parts.unscopedParts.1.finish()
-        _ = try? bridged.finish()
+        let child = BridgeChildChannel(
+            admission: admission, refused: { _ in }, idleTimeout: .seconds(30), rooms: FrontDoor.Rooms.inert)
+        let admitted = EmbeddedChannel()
+        try admitted.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        _ = try child.setup(channel: admitted, logger: Logger(label: "test")).wait()
+        let operations = admitted.pipeline.syncOperations
+        // The pipeline's description lists its handlers in order.
+        let order = admitted.pipeline.debugDescription
+        let state = try #require(order.range(of: "HTTPConnectionStateHandler"))
+        let door = try #require(order.range(of: "FrontDoor"))
+        #expect(state.lowerBound < door.lowerBound, "the front door follows the connection-state handler: \(order)")
+        #expect((try? operations.handler(type: HTTPVersionTap.self)) != nil)
+        #expect((try? operations.handler(type: RefusedConnection.self)) == nil)
+
+        let refused = EmbeddedChannel()
+        try refused.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        _ = try child.setup(channel: refused, logger: Logger(label: "test")).wait()
+        #expect((try? refused.pipeline.syncOperations.handler(type: RefusedConnection.self)) != nil)
+        #expect((try? refused.pipeline.syncOperations.handler(type: FrontDoor.self)) == nil)
+        _ = try? refused.finish(acceptAlreadyClosed: true)
+        _ = try? admitted.finish(acceptAlreadyClosed: true)
     }
 
     /// Six requests in one write: each answered in turn, a body the route does not read skipped,

@@ -9,54 +9,75 @@ import Testing
 
 @testable import Bridge
 
-/// The event-loop writer of an event stream, on an `EmbeddedChannel`: what it writes, when the
-/// socket does and does not take it, what it swallows of the request loop's writer, and how a
-/// stream's end closes the connection.
+/// The event-loop writer of an event stream, on an `EmbeddedChannel` with the HTTP encoder the
+/// server has, installed as the server installs it (``StreamHandOff/install(_:on:opening:)``):
+/// what it writes, when the socket does and does not take it, what it swallows, and how a
+/// stream's end or its client's hang-up closes the connection.
 @Suite struct StreamHandOffTests {
     typealias Parts = ChannelHandlerTests
 
     static func frame(_ text: String) -> ByteBuffer { ByteBuffer(string: "data: \(text)\n\n") }
 
-    static func bodies(_ parts: [HTTPResponsePart]) -> [String] {
-        parts.compactMap { part in
-            if case .body(let bytes) = part { return String(buffer: bytes) }
-            return nil
-        }
+    /// A connection as the server makes it (the HTTP encoder and codec, the front door), its
+    /// stream installed with its head and `retry` line, which are read off already.
+    static func withHandOff(limit: Int = 1 << 20, _ body: (EmbeddedChannel, StreamHandOff, EventStream) throws -> Void) throws {
+        let stream = EventStream(filter: StreamFilter(), limit: limit)
+        let channel = try connection()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        #expect(StreamHandOff.install(stream, on: channel, opening: (Parts.eventStream(), ByteBuffer(string: "retry: 1\n\n"))))
+        let handOff = try channel.pipeline.syncOperations.handler(type: StreamHandOff.self)
+        #expect((try? channel.pipeline.syncOperations.handler(type: FrontDoor.self)) == nil, "the front door left")
+        #expect(try chunks(channel).payloads == ["retry: 1\n\n"])
+        try body(channel, handOff, stream)
     }
 
-    /// A channel whose stream the writer has taken over after its head was written.
-    static func withHandOff(
-        limit: Int = 1 << 20, _ body: (EmbeddedChannel, StreamHandOff, EventStream, ChannelHandlerTests.Recorder) throws -> Void
-    ) throws {
-        let handOff = StreamHandOff()
-        let stream = EventStream(filter: StreamFilter(), limit: limit)
-        try Parts.withChannel([handOff]) { channel, recorder in
-            try channel.writeOutbound(HTTPResponsePart.head(Parts.eventStream()))
-            #expect(handOff.adopt(stream))
-            #expect(handOff.takeOver.isTaken)
-            try body(channel, handOff, stream, recorder)
+    /// An open connection with the server's HTTP handlers and a front door.
+    static func connection(_ extra: [any ChannelHandler] = []) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel(handlers: [HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false)] + extra)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        try channel.pipeline.syncOperations.addHandler(FrontDoor(.inert))
+        return channel
+    }
+
+    /// The chunks written since the last call (a response head before them is skipped), and
+    /// whether the last-chunk that ends the response came.
+    static func chunks(_ channel: EmbeddedChannel) throws -> (payloads: [String], ended: Bool) {
+        var wire = ""
+        while let buffer = try channel.readOutbound(as: ByteBuffer.self) { wire += String(buffer: buffer) }
+        if wire.hasPrefix("HTTP/"), let headEnd = wire.range(of: "\r\n\r\n") { wire = String(wire[headEnd.upperBound...]) }
+        var payloads: [String] = []
+        var rest = Substring(wire)
+        while let line = rest.range(of: "\r\n") {
+            let size = try #require(Int(rest[..<line.lowerBound], radix: 16), "a chunk's size line: \(rest.prefix(40))")
+            rest = rest[line.upperBound...]
+            if size == 0 { return (payloads, true) }
+            let bytes = Array(rest.utf8)
+            try #require(bytes.count >= size + 2)
+            payloads.append(String(decoding: bytes[..<size], as: UTF8.self))
+            rest = Substring(String(decoding: bytes[(size + 2)...], as: UTF8.self))
         }
+        return (payloads, false)
     }
 
     /// Frames queued while the socket takes nothing (past its high watermark), the loop having run.
     static func queueWhileNotWritable(_ texts: [String], _ channel: EmbeddedChannel, _ stream: EventStream) throws {
-        _ = try Parts.written(channel)
+        _ = try chunks(channel)
         channel.isWritable = false
         for text in texts { stream.enqueue(frame(text)) }
         channel.embeddedEventLoop.run()
     }
 
     @Test func framesAreWrittenByTheLoopAsOneWritePerWakeUp() throws {
-        try Self.withHandOff { channel, _, stream, _ in
-            #expect(try Self.bodies(Parts.written(channel)) == [])
+        try Self.withHandOff { channel, _, stream in
             var wakeups = Wakeups()
             stream.enqueue(Self.frame("1"), into: &wakeups)
             stream.enqueue(Self.frame("2"), into: &wakeups)
-            #expect(try Parts.written(channel).isEmpty, "nothing is written before the wake-up runs on the loop")
+            let written1 = try Self.chunks(channel)
+            #expect(written1.payloads.isEmpty, "nothing is written before the wake-up runs on the loop")
             wakeups.ring()
             channel.embeddedEventLoop.run()
-            let parts = try Parts.written(channel)
-            #expect(Self.bodies(parts) == ["data: 1\n\ndata: 2\n\n"], "\(parts)")
+            let written2 = try Self.chunks(channel)
+            #expect(written2.payloads == ["data: 1\n\ndata: 2\n\n"])
         }
     }
 
@@ -74,26 +95,28 @@ import Testing
     }
 
     @Test func aSocketThatIsNotWritableGetsItsBacklogInOneWriteWhenItDrains() throws {
-        try Self.withHandOff { channel, _, stream, _ in
+        try Self.withHandOff { channel, _, stream in
             try Self.queueWhileNotWritable((1...3).map { "\($0)" }, channel, stream)
-            #expect(try Parts.written(channel).isEmpty, "written while the socket was past its high watermark")
+            let written3 = try Self.chunks(channel)
+            #expect(written3.payloads.isEmpty, "written while the socket was past its high watermark")
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
-            #expect(try Self.bodies(Parts.written(channel)) == ["data: 1\n\ndata: 2\n\ndata: 3\n\n"])
+            let written4 = try Self.chunks(channel)
+            #expect(written4.payloads == ["data: 1\n\ndata: 2\n\ndata: 3\n\n"])
         }
     }
 
     @Test func aReaderThatFallsTooFarBehindIsCutWithALastEventAndClosed() throws {
-        try Self.withHandOff(limit: 64) { channel, _, stream, _ in
+        try Self.withHandOff(limit: 64) { channel, _, stream in
             try Self.queueWhileNotWritable((1...10).map { "event number \($0)" }, channel, stream)
             #expect(channel.isActive, "cut before the socket took its last event")
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
-            let parts = try Parts.written(channel)
-            let text = Self.bodies(parts).joined()
+            let written = try Self.chunks(channel)
+            let text = written.payloads.joined()
             #expect(text.contains("slow-consumer"), "\(text)")
             #expect(!text.contains("event number"), "the backlog was written, not dropped")
-            #expect(parts.last.map { if case .end = $0 { true } else { false } } == true, "the response was not ended")
+            #expect(written.ended, "the response was not ended")
             channel.embeddedEventLoop.run()
             #expect(!channel.isActive, "the connection stayed open after the stream ended")
         }
@@ -102,7 +125,7 @@ import Testing
     /// A reader cut while it reads nothing at all (its socket never takes its last event) does
     /// not hold its connection: it closes after ``StreamHandOff/lastEventDeadline``.
     @Test func aReaderCutWhileItReadsNothingIsClosedAfterTheDeadline() throws {
-        try Self.withHandOff(limit: 64) { channel, _, stream, _ in
+        try Self.withHandOff(limit: 64) { channel, _, stream in
             try Self.queueWhileNotWritable((1...10).map { "event number \($0)" }, channel, stream)
             #expect(channel.isActive)
             channel.embeddedEventLoop.advanceTime(by: .seconds(9))
@@ -112,50 +135,56 @@ import Testing
         }
     }
 
-    @Test func theRequestLoopsEndAndHalfCloseAreSwallowedAndItsReadsDropped() throws {
-        try Self.withHandOff { channel, _, stream, recorder in
-            _ = try Parts.written(channel)
-            // What the request loop's writer sends once the route has handed the stream over.
+    /// The router's writer of a stream it handed over never ends the response (the stream's end
+    /// does); what the client sends on a stream reaches no one.
+    @Test func anEndFromElsewhereIsSwallowedAndTheClientsRequestsDropped() throws {
+        try Self.withHandOff { channel, _, stream in
             try channel.writeOutbound(HTTPResponsePart.end(nil))
-            let halfClose = channel.embeddedEventLoop.makePromise(of: Void.self)
-            channel.close(mode: .output, promise: halfClose)
-            #expect(try Parts.written(channel).isEmpty, "the response was ended under the stream")
+            let written5 = try Self.chunks(channel)
+            #expect(written5.payloads.isEmpty && !written5.ended, "the response was ended under the stream")
             #expect(channel.isActive)
-            // A client has nothing more to say on a stream: it does not reach the router.
-            try Parts.deliver(Parts.parts(Parts.request(.get, "/v1/session")), to: channel)
-            #expect(recorder.parts.isEmpty)
-            // The stream goes on.
+            try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/healthz")))
+            try channel.writeInbound(HTTPServerRequestPart.end(nil))
+            channel.embeddedEventLoop.run()
+            let written6 = try Self.chunks(channel)
+            #expect(written6.payloads.isEmpty && !written6.ended, "a request on a stream was answered")
             stream.enqueue(Self.frame("after"))
             channel.embeddedEventLoop.run()
-            #expect(try Self.bodies(Parts.written(channel)) == ["data: after\n\n"])
+            let written7 = try Self.chunks(channel)
+            #expect(written7.payloads == ["data: after\n\n"])
+        }
+    }
+
+    /// A client that half-closes its side has hung up: the connection closes now, not at the
+    /// stream's next write (a heartbeat away), so its close frees what the stream held.
+    @Test func aHangUpClosesTheConnectionAtOnce() throws {
+        try Self.withHandOff { channel, _, _ in
+            channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+            channel.embeddedEventLoop.run()
+            #expect(!channel.isActive)
         }
     }
 
     @Test func theStreamsEndEndsTheResponseAndClosesTheConnection() throws {
-        try Self.withHandOff { channel, _, stream, _ in
-            _ = try Parts.written(channel)
+        try Self.withHandOff { channel, _, stream in
             stream.finish(with: Array("data: bye\n\n".utf8))
             channel.embeddedEventLoop.run()
-            let parts = try Parts.written(channel)
-            #expect(Self.bodies(parts) == ["data: bye\n\n"])
-            #expect(parts.count == 2, "the last event then the end: \(parts)")
+            let written8 = try Self.chunks(channel)
+            #expect(written8.payloads == ["data: bye\n\n"] && written8.ended, "the last event then the end")
             channel.embeddedEventLoop.run()
             #expect(!channel.isActive)
         }
     }
 
     @Test func aConnectionIsTakenOverOnceAndNotWhenClosed() throws {
-        try Self.withHandOff { channel, handOff, _, _ in
-            _ = try Parts.written(channel)
+        try Self.withHandOff { channel, handOff, _ in
             #expect(!handOff.adopt(EventStream(filter: StreamFilter(), limit: 1024)), "a second stream took the same connection")
+            #expect(!StreamHandOff.install(EventStream(filter: StreamFilter(), limit: 1024), on: channel), "a second writer was installed")
         }
-        let handOff = StreamHandOff()
-        try Parts.withChannel([handOff]) { channel, _ in
-            channel.close(promise: nil)
-            channel.embeddedEventLoop.run()
-            #expect(!handOff.adopt(EventStream(filter: StreamFilter(), limit: 1024)), "a closed connection was taken over")
-            #expect(!handOff.takeOver.isTaken)
-        }
+        let channel = try Self.connection()
+        channel.close(promise: nil)
+        channel.embeddedEventLoop.run()
+        #expect(!StreamHandOff.install(EventStream(filter: StreamFilter(), limit: 1024), on: channel), "a closed connection was taken over")
     }
 
     // MARK: - A GET's own chunks
@@ -164,17 +193,13 @@ import Testing
     /// handlers; the head, the last event and the end go through the encoder. The bytes on the
     /// wire are one well-formed chunked response, in order, whichever way each part went.
     @Test func aGetsFramesAreChunkedByTheWriterAndTheResponseStaysWellFormed() throws {
-        let handOff = StreamHandOff()
         let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
         let passing = BodyCounter()
-        let channel = EmbeddedChannel(handlers: [HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false), passing])
+        let channel = try Self.connection([passing])
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
-        let operations = channel.pipeline.syncOperations
-        try operations.addHandler(StreamAnchor(takeOver: StreamTakeOver()))
         let large = String(repeating: "x", count: StreamHandOff.copyLimit + 100)
         let frames = ["data: 1\n\n", "data: \(large)\n\n", "data: 2\n\n"]
-        #expect(StreamAnchor.install(stream, on: channel, opening: (Parts.eventStream(), ByteBuffer(string: "retry: 1\n\n"))))
+        #expect(StreamHandOff.install(stream, on: channel, opening: (Parts.eventStream(), ByteBuffer(string: "retry: 1\n\n"))))
         for frame in frames {
             stream.enqueue(ByteBuffer(string: frame))
             channel.embeddedEventLoop.run()

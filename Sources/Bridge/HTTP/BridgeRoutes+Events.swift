@@ -44,7 +44,7 @@ extension BridgeRoutes {
         }
     }
 
-    /// `GET /v1/events` on its connection's event loop (``ProbeFastPath``): opened when nothing
+    /// `GET /v1/events` on its connection's event loop (``FrontDoor``): opened when nothing
     /// needs waiting for (a session token this bridge holds, ``SessionRegistry/heldSession(token:)``;
     /// no `subscribe=`; a start from the log, ``Session/attachFromLog(_:start:)``), attached and
     /// detached as ``events(_:_:)`` does; refused as the router refuses it when what is wrong is
@@ -92,7 +92,7 @@ extension BridgeRoutes {
             body: ByteBuffer(bytes: SSEFrame.retry(milliseconds: configuration.streamRetryMilliseconds)), route: route)
     }
 
-    /// A stream request on the loop (``ProbeFastPath``): the public or the session stream, when
+    /// A stream request on the loop (``FrontDoor``): the public or the session stream, when
     /// it needs nothing waited for; `nil` (nothing taken) for every other request.
     /// The request target is checked as the router's hygiene checks it and its query decoded once,
     /// in proportion to its length; the credential or the publication is checked before anything
@@ -172,7 +172,7 @@ extension BridgeRoutes {
     /// Gives `stream` to its connection's event loop (``StreamHandOff``), counted in `streams`
     /// until the connection closes; `false` when the connection has no such writer or is gone.
     static func handOff(_ stream: EventStream, on channel: any Channel, streams: LiveStreams) async -> Bool {
-        let adopted = try? await channel.eventLoop.submit { StreamAnchor.install(stream, on: channel) }.get()
+        let adopted = try? await channel.eventLoop.submit { StreamHandOff.install(stream, on: channel) }.get()
         guard adopted == true else { return false }
         streams.add(stream, until: channel.closeFuture)
         return true

@@ -49,7 +49,7 @@ extension BridgeRoutes {
         }
     }
 
-    /// `GET /v1/public/events` on its connection's event loop (``ProbeFastPath``): opened when
+    /// `GET /v1/public/events` on its connection's event loop (``FrontDoor``): opened when
     /// nothing needs waiting for (the publication's subscription held and ready on a connection
     /// that is up, ``PublicFanout/readyReader(_:_:from:)``, and a start from the log,
     /// ``Session/attachFromLog(_:start:)``), counted, referenced and attached as

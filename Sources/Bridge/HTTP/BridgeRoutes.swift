@@ -76,7 +76,7 @@ struct BridgeRoutes: Sendable {
     }
 
     /// The answer to a probe path (`/healthz`, `/readyz`), or `nil` for any other path: built
-    /// without waiting, for the router and for ``ProbeFastPath``.
+    /// without waiting, for the router and for ``FrontDoor``.
     @Sendable func probeAnswer(_ path: String) -> ProbeAnswer? {
         switch path {
         case "/healthz": ProbeAnswer.health

@@ -5,58 +5,6 @@ import NIOHTTPTypes
 import Synchronization
 import Timing
 
-/// Whether an event stream has taken its connection over from the request loop; set on the
-/// connection's event loop, read by the connection's task once each response has returned.
-final class StreamTakeOver: Sendable {
-    private let taken = Atomic(false)
-
-    var isTaken: Bool { taken.load(ordering: .acquiring) }
-
-    func take() { taken.store(true, ordering: .releasing) }
-}
-
-/// Where an event stream's writer goes in a connection's pipeline, and the connection's
-/// ``StreamTakeOver``. Inbound only, passing everything on (NIO has no handler of neither
-/// direction), so a response of a request that is not a stream never passes through it.
-final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-
-    let takeOver: StreamTakeOver
-
-    init(takeOver: StreamTakeOver) { self.takeOver = takeOver }
-
-    /// Puts `stream`'s writer after this anchor and hands it the connection; `false` when the
-    /// connection is gone or has a stream already. On the channel's event loop.
-    ///
-    /// `opening`: the response's head and first bytes, for a stream opened on the loop (the
-    /// request never reached the request loop): the writer writes them, so every handler that
-    /// looks at a response sees them as it sees a routed one's, and then ends the request loop,
-    /// which waits for a request that will not come (``StreamHandOff/endRequestLoop()``).
-    ///
-    /// The writer frames the body itself and writes it through the HTTP encoder's context, to the
-    /// handlers before the encoder only (``StreamHandOff``).
-    static func install(_ stream: EventStream, on channel: any Channel, opening: (head: HTTPResponse, body: ByteBuffer)? = nil) -> Bool {
-        let operations = channel.pipeline.syncOperations
-        // The anchor goes when a stream takes the connection: one that is gone was taken already.
-        guard let anchor = try? operations.handler(type: StreamAnchor.self) else { return false }
-        let encoder = ProbingHTTP1Channel.encoderContext(operations)
-        // An HTTP/1.0 client's body is not chunked: it ends with the connection.
-        let closeDelimited = (try? operations.handler(type: HTTPVersionTap.self))?.answersHTTP10 ?? false
-        let writer = StreamHandOff(takeOver: anchor.takeOver, encoder: encoder, closeDelimited: closeDelimited)
-        do { try operations.addHandler(writer, position: .after(anchor)) } catch { return false }
-        if let opening { writer.open(opening.head, opening.body) }
-        guard writer.adopt(stream) else { return false }
-        if opening != nil { writer.endRequestLoop() }
-        // What only requests need goes: an idle reader holds less (the probe fast path, the
-        // upgrade hygiene, this anchor). The hang-up watch and Hummingbird's handlers stay.
-        if let probes = try? operations.handler(type: ProbeFastPath.self) { operations.removeHandler(probes, promise: nil) }
-        if let hygiene = try? operations.handler(type: HTTP1Hygiene.self) { operations.removeHandler(hygiene, promise: nil) }
-        operations.removeHandler(anchor, promise: nil)
-        return true
-    }
-}
-
 /// The event-loop writer of an event stream. Once the route has accepted a stream and written
 /// its head, it hands the stream here (``adopt(_:)``) and returns; from then on the connection
 /// belongs to this handler, on its channel's event loop, with no Swift task behind it:
@@ -69,9 +17,8 @@ final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
 ///   (`channelWritabilityChanged`), everything pending goes out in one write;
 /// - a prelude (a replay, a snapshot) is taken chunk by chunk, each only while the socket is
 ///   writable: a snapshot of any size reaches a reader at its own pace;
-/// - it keeps reading the socket (and drops what it reads) so a hang-up is seen at once
-///   (``EventStreamHangUp`` closes then); the connection's close ends the stream
-///   (``BridgeRoutes/sseResponse``);
+/// - it keeps reading the socket (and drops what it reads) so a hang-up is seen at once: the
+///   client's half-close closes the connection, whose close ends the stream;
 /// - when the stream ends (its ending frame), the response is ended and the connection closed.
 /// - a `GET`'s frames skip the HTTP handlers: the writer frames each write as a chunk itself and
 ///   writes it through the HTTP encoder's context, to the socket's end of the pipeline (the
@@ -79,18 +26,14 @@ final class StreamAnchor: ChannelInboundHandler, RemovableChannelHandler {
 ///   did for 10,000 readers of a change). The response's head and end, and the stream's last
 ///   event, go through them all as any response's do, so each handler sees a whole response.
 ///
-/// The request loop (``ProbingHTTP1Channel``) sees ``StreamTakeOver`` and ends its task without
-/// closing the connection; what the request loop's writer still sends (the response's end, the
-/// half-closure when the writer is finished) is swallowed here. Added to the pipeline when a
-/// stream takes the connection (other requests never pass through it), last, before the
-/// `NIOAsyncChannel`'s handler. Used only on its channel's event loop.
+/// Put in the front door's place when a stream takes the connection (``install(_:on:opening:)``):
+/// other requests never pass through it. Used only on its channel's event loop.
 final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    let takeOver: StreamTakeOver
     /// The HTTP encoder's context, through which this writer writes the chunks it frames (`nil`:
     /// it writes bodies through the HTTP handlers, which frame them).
     private var encoder: ChannelHandlerContext?
@@ -99,7 +42,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     /// a feed: without a trip through the pipeline).
     private var channel: (any Channel)?
     private var stream: EventStream?
-    /// ``takeOver``'s value, kept here too (read on every write, without an atomic load).
+    /// A stream has the connection.
     private var taken = false
     private var ended = false
 
@@ -107,10 +50,31 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     /// the connection's close ends it.
     private let closeDelimited: Bool
 
-    init(takeOver: StreamTakeOver = StreamTakeOver(), encoder: ChannelHandlerContext? = nil, closeDelimited: Bool = false) {
-        self.takeOver = takeOver
+    init(encoder: ChannelHandlerContext? = nil, closeDelimited: Bool = false) {
         self.encoder = encoder
         self.closeDelimited = closeDelimited
+    }
+
+    /// Puts `stream`'s writer in the front door's place and hands it the connection; `false`
+    /// when the connection is gone or has a stream already (the door has left). On the channel's
+    /// event loop.
+    ///
+    /// `opening`: the response's head and first bytes, for a stream opened by the front door
+    /// (the request never reached the router): the writer writes them, through every handler
+    /// that looks at a response, as a routed answer's are.
+    static func install(_ stream: EventStream, on channel: any Channel, opening: (head: HTTPResponse, body: ByteBuffer)? = nil) -> Bool {
+        let operations = channel.pipeline.syncOperations
+        guard let door = try? operations.handler(type: FrontDoor.self) else { return false }
+        let encoder = BridgeChildChannel.encoderContext(operations)
+        // An HTTP/1.0 client's body is not chunked: it ends with the connection.
+        let closeDelimited = (try? operations.handler(type: HTTPVersionTap.self))?.answersHTTP10 ?? false
+        let writer = StreamHandOff(encoder: encoder, closeDelimited: closeDelimited)
+        do { try operations.addHandler(writer, position: .after(door)) } catch { return false }
+        if let opening { writer.open(opening.head, opening.body) }
+        guard writer.adopt(stream) else { return false }
+        // What only requests need goes: an idle reader holds less.
+        operations.removeHandler(door, promise: nil)
+        return true
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -126,14 +90,13 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Takes the connection over for `stream` (its head and first frames written already, by the
-    /// request loop's writer, whose writes reach the loop before this call does). `false` when
-    /// the connection is gone or taken already: the caller ends the stream then.
+    /// router's writer, whose writes reach the loop before this call does, or by ``open(_:_:)``).
+    /// `false` when the connection is gone or taken already: the caller ends the stream then.
     func adopt(_ stream: EventStream) -> Bool {
         guard let context, !taken, context.channel.isActive else { return false }
         self.stream = stream
         clock = stream.clock
         taken = true
-        takeOver.take()
         let waker = StreamWaker(loop: context.eventLoop, writer: NIOLoopBound(self, eventLoop: context.eventLoop))
         stream.setWaker(waker)
         try? context.channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: Self.socketSendBuffer)
@@ -147,13 +110,6 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         guard let context else { return }
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.body(body)), promise: nil)
-    }
-
-    /// Ends the input of the connection's request loop, past this handler only: the loop's next
-    /// request is `nil`, and with the connection taken it ends its task without closing it
-    /// (``ProbingHTTP1Channel``). Handlers before this one (the hang-up watch) see no such event.
-    func endRequestLoop() {
-        context?.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
     }
 
     /// Writes what the stream has, while the socket takes it; ends the response with the stream.
@@ -363,18 +319,21 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // A stream's client has nothing more to say; what it sends is dropped.
-        guard stream == nil, !ended else { return }
-        context.fireChannelRead(data)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        guard stream == nil, !ended else {
-            // The request loop no longer reads, so its handler no longer asks for reads: this
-            // one does, so the client's hang-up arrives.
-            context.read()
+        // Read on, so the client's hang-up arrives.
+        context.read()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // The client hung up (half-closed): the connection closes now, not at the next write
+        // (a heartbeat away), and its close ends the stream and frees what it held.
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            context.close(promise: nil)
             return
         }
-        context.fireChannelReadComplete()
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -385,22 +344,12 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        // The request loop's writer ends its response once it has handed the stream over; the
-        // stream's response ends when the stream does, here.
+        // The stream's response ends when the stream does, here: an end from elsewhere (the
+        // router's writer of a stream it handed over) is not the stream's.
         if taken, case .end = unwrapOutboundIn(data) {
             promise?.succeed()
             return
         }
         context.write(data, promise: promise)
-    }
-
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
-        // The request loop's writer, finished as its task ends, half-closes the connection: not
-        // while the stream is written (a close of the whole channel still goes through).
-        if mode == .output, taken {
-            promise?.succeed()
-            return
-        }
-        context.close(mode: mode, promise: promise)
     }
 }
