@@ -46,7 +46,6 @@ public enum BridgeApplication {
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(SecurityHeadersMiddleware())
         router.middlewares.add(ErrorShapeMiddleware(clock: configuration.clock))
-        router.middlewares.add(MethodNotAllowedMiddleware(routes: routes.table))
         router.middlewares.add(RequestHygieneMiddleware(configuration: configuration, own: ownOrigins))
         if let folder = configuration.publicFolder {
             // Innermost: a path no route takes is looked up in the console's folder.

@@ -99,17 +99,6 @@ import Testing
         #expect(try all.run(on: cache.collections["plain"]).documents.map { $0["_id"] } == ["x", "c"], "q x c b: a document added again arrives anew")
     }
 
-    @Test func routeTableKnowsVerbsPerPath() {
-        var table = RouteTable()
-        table.add(.get, "/v1/collections/:name")
-        table.add(.post, "/v1/collections/:name")
-        table.add(.post, "/v1/methods/**")
-        #expect(table.methods(for: "/v1/collections/tasks") == [.get, .post, .head])
-        #expect(table.methods(for: "/v1/methods/tasks/insert?x=1") == [.post])
-        #expect(table.methods(for: "/v1/collections") == nil)
-        #expect(table.methods(for: "/v1/methods") == nil)
-    }
-
     @Test func rateLimiterSlidesItsWindow() {
         var limiter = RateLimiter<String>(calls: 2, interval: .seconds(10))
         let t0 = ContinuousClock.now

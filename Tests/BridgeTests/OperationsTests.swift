@@ -582,6 +582,12 @@ actor RawConnection {
         return occurrences()
     }
 
+    /// Whether what was received satisfies `condition` within `limit`.
+    func waitUntil(_ what: String, within limit: Duration, _ condition: (String) -> Bool) async -> Bool {
+        try? await changes.wait(what, timeout: limit) { condition(received) || closed }
+        return condition(received)
+    }
+
     /// Whether the peer closed the connection within `limit`.
     func waitUntilClosed(within limit: Duration) async throws -> Bool {
         try? await changes.wait("closed", timeout: limit) { closed }

@@ -60,18 +60,33 @@ struct BridgeRoutes: Sendable {
         Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
-    /// The paths and verbs, for 405 answers.
-    var table: RouteTable {
-        var table = RouteTable()
-        for route in routes { table.add(route.method, route.path) }
-        return table
-    }
+    /// The verbs a client may send that a path may refuse with 405 (any other verb is not
+    /// routed: 404).
+    static let answeredVerbs: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options, .trace]
 
-    /// Registers every route (after the middlewares, which apply to routes added after them).
+    /// Registers every route (after the middlewares, which apply to routes added after them),
+    /// and, on each path, a 405 with `Allow` for the verbs it does not take: the router's own
+    /// path matching decides both.
     func register(on router: Router<BridgeRequestContext>) {
+        var paths: [(path: String, methods: [HTTPRequest.Method])] = []
         for route in routes {
             let handler = route.handler
             router.on(RouterPath(route.path), method: route.method) { request, context in try await handler(request, context) }
+            if let i = paths.firstIndex(where: { $0.path == route.path }) {
+                paths[i].methods.append(route.method)
+            } else {
+                paths.append((route.path, [route.method]))
+            }
+        }
+        for (path, methods) in paths {
+            // HEAD is answered wherever GET is (the router makes those endpoints).
+            let allowed = methods.contains(.get) && !methods.contains(.head) ? methods + [.head] : methods
+            let listed = allowed.map(\.rawValue).joined(separator: ", ")
+            for verb in Self.answeredVerbs where !allowed.contains(verb) {
+                router.on(RouterPath(path), method: verb) { request, _ -> Response in
+                    throw BridgeError(.methodNotAllowed, "\(request.method.rawValue) is not allowed here; use \(listed)", allow: allowed)
+                }
+            }
         }
     }
 

@@ -4,24 +4,6 @@ import Hummingbird
 import Logging
 import Timing
 
-/// Answers 405 (with `Allow`) for a verb a known path does not take.
-struct MethodNotAllowedMiddleware: RouterMiddleware {
-    typealias Context = BridgeRequestContext
-    let routes: RouteTable
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        do {
-            return try await next(request, context)
-        } catch let error as HTTPError where error.status == .notFound {
-            // The router found no handler: a known path with another verb is 405.
-            guard let allowed = routes.methods(for: request.uri.path) else { throw BridgeError.from(error) }
-            throw BridgeError(
-                .methodNotAllowed,
-                "\(request.method.rawValue) is not allowed here; use \(allowed.map(\.rawValue).joined(separator: ", "))", allow: allowed)
-        }
-    }
-}
-
 /// Turns every error into the bridge's JSON error shape; nothing escapes as a bare 500.
 struct ErrorShapeMiddleware: RouterMiddleware {
     typealias Context = BridgeRequestContext
