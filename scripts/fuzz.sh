@@ -5,8 +5,9 @@
 # Sources/DDP (-sanitize=fuzzer,address) and seeded with every recorded server frame and client
 # message of the transcripts. A crash stops the run with the input in .build-fuzz/ and exits 1:
 # make it a regression test in Tests/DDPTests.
-# The query target also compiles Sources/Bridge/HTTP/QueryString.swift (query strings and Last-Event-ID).
-# Usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector|query]   (default 300 s each)
+# The query target also compiles Sources/Bridge/HTTP/QueryString.swift (query strings and Last-Event-ID);
+# the frontdoor target QueryString.swift and RequestClassifier.swift (the front door's decision on a head).
+# Usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector|query|frontdoor]   (default 300 s each)
 # Figures: .build-fuzz/results.md (executions, coverage, corpus per target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds="$2"; shift 2 ;;
         --target) only="$2"; shift 2 ;;
-        *) echo "usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector|query]" >&2; exit 2 ;;
+        *) echo "usage: scripts/fuzz.sh [--seconds N] [--target ejson|messages|selector|query|frontdoor]" >&2; exit 2 ;;
     esac
 done
 out=.build-fuzz
@@ -45,15 +46,18 @@ printf '%s' '[{"$or":[{"a":{"$exists":true}},{"d":{"$elemMatch":{"e":1}}}]},{"d"
 printf '%s' '[{"when":{"$date":1e400}},{"x":{"$InfNaN":-1},"y":{"$binary":"AAE="}}]' > "$seeds/s3"
 printf '%s' 'selector=%7B%22a%22%3A%7B%22%24in%22%3A%5B1%2C2%5D%7D%7D&sort=%5B%5B%22a%22%2C%22desc%22%5D%5D&limit=10&skip=2' > "$seeds/q1"
 printf '%s' 'lastEventId=+42+&snapshot=true&token=abc&selector=%ZZ&%FF%FE=1' > "$seeds/q2"
+printf 'GET /v1/events?collections=tasks&lastEventId=7\nConnection: keep-alive, Close\nOrigin: http://a\n' > "$seeds/h1"
+printf 'GET /healthz\nContent-Length: 0\n' > "$seeds/h2"
+printf 'GET /v1/public/events?subscribe=tasks&params=%%5B%%5D\nUpgrade: websocket\nConnection: Upgrade\n' > "$seeds/h3"
 summary="$out/results.md"
 echo "| target | seconds | executions | exec/s | coverage (cov) | features (ft) | corpus | crashes |" > "$summary"
 echo "|---|---|---|---|---|---|---|---|" >> "$summary"
 status=0
-for target in ejson messages selector query; do
+for target in ejson messages selector query frontdoor; do
     [ -z "$only" ] || [ "$only" = "$target" ] || continue
     binary="$out/fuzz-$target"
     swiftc -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 -package-name fuzz -module-name "Fuzz_$target" \
-        -I Sources/CLibCrypto $sources $([ "$target" = query ] && echo Sources/Bridge/HTTP/QueryString.swift) \
+        -I Sources/CLibCrypto $sources $(case "$target" in query) echo Sources/Bridge/HTTP/QueryString.swift ;; frontdoor) echo Sources/Bridge/HTTP/QueryString.swift Sources/Bridge/HTTP/RequestClassifier.swift ;; esac) \
         "Fuzz/targets/$target.swift" -lcrypto -o "$binary"
     corpus="$out/corpus-$target"
     mkdir -p "$corpus" "$out/crashes-$target"

@@ -120,12 +120,12 @@ import Testing
         }
     }
 
-    /// The path is looked up as the request gives it, query included: only the exact path is a probe.
-    @Test func thePathIsLookedUpAsGiven() throws {
+    /// The path is taken as the request gives it, query included: only the exact path is a probe.
+    @Test func onlyTheExactPathIsAProbe() throws {
         let source = ProbeSource()
         try Self.withChannel([source.handler()]) { channel, _ in
             try Self.deliver(Self.parts(Self.request(.get, "/healthz?verbose=1")), to: channel)
-            #expect(source.lookups == ["/healthz?verbose=1"])
+            #expect(source.lookups == [])
             #expect(source.routedPaths == ["/healthz?verbose=1"])
             #expect(try Self.written(channel) == [])
         }
@@ -353,16 +353,14 @@ extension ChannelHandlerTests {
         var lookups: [String] { asked.withLockedValue { $0 } }
         var answers: [String] { answered.withLockedValue { $0 } }
 
-        func answer(_ path: String) -> ProbeAnswer? {
-            asked.withLockedValue { $0.append(path) }
-            switch path {
-            case "/healthz":
+        func answer(_ probe: RequestDecision.Probe) -> ProbeAnswer {
+            asked.withLockedValue { $0.append("\(probe)") }
+            switch probe {
+            case .health:
                 return ProbeAnswer.health
-            case "/readyz":
+            case .readiness:
                 let state = upstream.withLockedValue { $0 }
                 return ProbeAnswer.readiness(state.connection, failure: state.failure, sessions: 3, shuttingDown: false)
-            default:
-                return nil
             }
         }
 
@@ -370,7 +368,7 @@ extension ChannelHandlerTests {
             let source = self
             return FrontDoor(
                 FrontDoor.Rooms(
-                    answer: { path in source.answer(path) },
+                    answer: { probe in source.answer(probe) },
                     route: { request in
                         source.routed.withLockedValue { $0.append((request.head, String(buffer: request.body))) }
                         return true
@@ -494,6 +492,6 @@ extension ChannelHandlerTests {
 }
 
 extension FrontDoor.Rooms {
-    /// A door that answers nothing itself and hands nothing on (for tests of what follows it).
-    static let inert = FrontDoor.Rooms(answer: { _ in nil }, route: { _ in false }, answered: { _, _ in })
+    /// A door that hands nothing on (for tests of what follows it).
+    static let inert = FrontDoor.Rooms(answer: { _ in ProbeAnswer.health }, route: { _ in false }, answered: { _, _ in })
 }

@@ -60,6 +60,8 @@ import Testing
     @Test(arguments: families)
     func bothDoorsAnswerOddTargetsAlike(_ family: Family) async throws {
         try await PublicFanoutTests.run("tasks(*)") { h, port in
+            // Readiness says the same to both doors once the upstream is up.
+            try await h.readiness("ready") { $0.status == .ok }
             let token = family.withToken ? try await h.session().token : nil
             for oddity in Self.oddities {
                 let target = oddity.target(family)

@@ -92,20 +92,15 @@ extension BridgeRoutes {
             body: ByteBuffer(bytes: SSEFrame.retry(milliseconds: configuration.streamRetryMilliseconds)), route: route)
     }
 
-    /// A stream request on the loop (``FrontDoor``): the public or the session stream, when
-    /// it needs nothing waited for; `nil` (nothing taken) for every other request.
-    /// The request target is checked as the router's hygiene checks it and its query decoded once,
-    /// in proportion to its length; the credential or the publication is checked before anything
+    /// A stream request on the loop (``FrontDoor``, which has checked its target): the public or
+    /// the session stream, when it needs nothing waited for. Its query is decoded once, in
+    /// proportion to its length; the credential or the publication is checked before anything
     /// else is parsed.
-    @Sendable func openStreamOnLoop(_ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
-        guard let target = head.path else { return .route }
-        let mark = target.firstIndex(of: "?")
-        let path = mark.map { target[..<$0] } ?? target[...]
-        guard path == "/v1/events" || path == "/v1/public/events" else { return .route }
-        let route = String(path)
-        do { try RequestHygieneMiddleware.checkTarget(target) } catch { return .refuse(ProbeAnswer(error), route: route) }
-        guard let query = StreamQuery(query: mark.map { target[target.index(after: $0)...] }, headers: head.headerFields) else { return .route }
-        return path == "/v1/events" ? openSessionStream(query, head, on: channel) : openPublicStream(query, head, on: channel)
+    @Sendable func openStreamOnLoop(_ door: RequestDecision.StreamDoor, _ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
+        guard let query = StreamQuery(query: head.path.flatMap { RequestClassifier.query(of: $0) }, headers: head.headerFields) else {
+            return .route
+        }
+        return door == .session ? openSessionStream(query, head, on: channel) : openPublicStream(query, head, on: channel)
     }
 
     /// `HEAD /v1/events`: what a `GET` would answer, checked the same way, with no stream opened

@@ -90,13 +90,11 @@ struct BridgeRoutes: Sendable {
         }
     }
 
-    /// The answer to a probe path (`/healthz`, `/readyz`), or `nil` for any other path: built
-    /// without waiting, for the router and for ``FrontDoor``.
-    @Sendable func probeAnswer(_ path: String) -> ProbeAnswer? {
-        switch path {
-        case "/healthz": ProbeAnswer.health
-        case "/readyz": readiness
-        default: nil
+    /// A probe's answer, built without waiting, for the router and for ``FrontDoor``.
+    @Sendable func probeAnswer(_ probe: RequestDecision.Probe) -> ProbeAnswer {
+        switch probe {
+        case .health: ProbeAnswer.health
+        case .readiness: readiness
         }
     }
 

@@ -121,11 +121,11 @@ final class FrontDoor: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// What the bridge gives every connection's door.
     struct Rooms: Sendable {
-        /// The answer for a probe path, or `nil` for a path that is not a probe.
-        let answer: @Sendable (String) -> ProbeAnswer?
+        /// A probe's answer, now.
+        let answer: @Sendable (RequestDecision.Probe) -> ProbeAnswer
         /// An event stream opened for a request without waiting on anything, its refusal, or
         /// `.route`, with nothing taken, for a request the router answers.
-        let openStream: @Sendable (HTTPRequest, any Channel) -> LoopOpening
+        let openStream: @Sendable (RequestDecision.StreamDoor, HTTPRequest, any Channel) -> LoopOpening
         /// Hands a request to the router; `false` when the bridge takes no more (it is stopping).
         let route: @Sendable (RoutedRequest) -> Bool
         /// Told of each answer sent here (route label and status), for request metrics.
@@ -136,8 +136,8 @@ final class FrontDoor: ChannelDuplexHandler, RemovableChannelHandler {
         let date: HTTPDate
 
         init(
-            answer: @escaping @Sendable (String) -> ProbeAnswer?,
-            openStream: @escaping @Sendable (HTTPRequest, any Channel) -> LoopOpening = { _, _ in .route },
+            answer: @escaping @Sendable (RequestDecision.Probe) -> ProbeAnswer,
+            openStream: @escaping @Sendable (RequestDecision.StreamDoor, HTTPRequest, any Channel) -> LoopOpening = { _, _, _ in .route },
             route: @escaping @Sendable (RoutedRequest) -> Bool,
             answered: @escaping @Sendable (String, HTTPResponse.Status) -> Void,
             bodyLimit: Int = 1 << 20,
@@ -236,32 +236,39 @@ final class FrontDoor: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Decides a request from its head: a probe, a stream, a refusal, or the router's.
+    /// Decides a request from its head, once (``RequestClassifier``): a probe, a stream, a
+    /// refusal, or the router's.
     private func decide(_ request: HTTPRequest, context: ChannelHandlerContext) {
-        let closes = request.asksToClose || request.headerFields[.upgrade] != nil
-        if let path = request.path, Self.isPlainGet(request) {
-            if let probe = rooms.answer(path) {
+        switch RequestClassifier.classify(RequestHead(request)) {
+        case .probe(let probe):
+            let answer = rooms.answer(probe)
+            discarding = true
+            send(answer, closing: request.asksToClose, context: context)
+            rooms.answered(probe == .health ? "/healthz" : "/readyz", answer.status)
+        case .refuse(let problem, let door):
+            discarding = true
+            let refusal = ProbeAnswer(RequestHygieneMiddleware.refusal(problem))
+            send(refusal, closing: false, context: context)
+            rooms.answered(door.path, refusal.status)
+        case .stream(let door):
+            switch rooms.openStream(door, request, context.channel) {
+            case .stream(let opened):
                 discarding = true
-                send(probe, closing: closes, context: context)
-                rooms.answered(path, probe.status)
-                return
+                start(opened, context: context)
+            case .refuse(let refusal, let route):
+                discarding = true
+                send(refusal, closing: false, context: context)
+                rooms.answered(route, refusal.status)
+            case .route:
+                readForRouter(request, closes: false, context: context)
             }
-            if !closes {
-                switch rooms.openStream(request, context.channel) {
-                case .stream(let opened):
-                    discarding = true
-                    start(opened, context: context)
-                    return
-                case .refuse(let refusal, let route):
-                    discarding = true
-                    send(refusal, closing: false, context: context)
-                    rooms.answered(route, refusal.status)
-                    return
-                case .route:
-                    break
-                }
-            }
+        case .router(let closes):
+            readForRouter(request, closes: closes, context: context)
         }
+    }
+
+    /// Reads a request for the router: its body, then the whole of it is handed on.
+    private func readForRouter(_ request: HTTPRequest, closes: Bool, context: ChannelHandlerContext) {
         reading = Reading(head: request, closes: closes)
         if request.headerFields[values: .expect].contains(where: { $0.lowercased() == "100-continue" }) {
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
@@ -365,13 +372,6 @@ final class FrontDoor: ChannelDuplexHandler, RemovableChannelHandler {
             : BridgeError.badRequest("The request is not valid HTTP/1.1 (\(error))")
     }
 
-    /// A `GET` without a body, an `Origin` (CORS stays with the router) or an upgrade: the only
-    /// requests answered here.
-    private static func isPlainGet(_ request: HTTPRequest) -> Bool {
-        request.method == .get && request.headerFields[.contentLength] ?? "0" == "0" && request.headerFields[.transferEncoding] == nil
-            && request.headerFields[.origin] == nil && request.headerFields[.upgrade] == nil
-    }
-
     /// Hands the connection to an event stream opened here: its writer writes the response's head
     /// and first bytes and takes the connection (``StreamHandOff/install(_:on:opening:)``).
     private func start(_ opened: LoopStream, context: ChannelHandlerContext) {
@@ -407,13 +407,17 @@ final class FrontDoor: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-extension HTTPRequest {
-    /// `close` among the `Connection` header's tokens, in any case (`Connection: Close`,
-    /// `Connection: keep-alive, close` too): the connection ends after this request's answer
-    /// (RFC 9112 §9.6). The one reading of it, ``FrontDoor``'s.
-    var asksToClose: Bool {
-        headerFields[values: .connection].contains { value in
-            value.split(separator: ",").contains { RequestInput.trimmed($0).lowercased() == "close" }
-        }
+extension RequestHead {
+    /// What the classifier reads of an HTTP request head.
+    init(_ request: HTTPRequest) {
+        self.init(
+            method: request.method.rawValue, target: request.path ?? "", contentLength: request.headerFields[.contentLength],
+            hasTransferEncoding: request.headerFields[.transferEncoding] != nil, hasOrigin: request.headerFields[.origin] != nil,
+            hasUpgrade: request.headerFields[.upgrade] != nil, connection: request.headerFields[values: .connection])
     }
+}
+
+extension HTTPRequest {
+    /// `close` among the `Connection` header's tokens, in any case (``RequestHead/asksToClose``).
+    var asksToClose: Bool { RequestHead(self).asksToClose }
 }

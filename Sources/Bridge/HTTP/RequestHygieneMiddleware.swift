@@ -4,7 +4,7 @@ import Hummingbird
 
 /// Refuses requests that are malformed or that a browser could be tricked into sending, before
 /// any route runs:
-/// - a request target (path and query) longer than ``maximumTargetBytes`` is 414 `uri-too-long`:
+/// - a request target (path and query) longer than 64 KiB is 414 `uri-too-long`:
 ///   what reaches a selector, a field list or params has a stated bound (a longer head is refused
 ///   by the HTTP parser, 431);
 /// - a query whose names or values are not valid percent-encoded UTF-8 is 400, naming the
@@ -30,23 +30,24 @@ struct RequestHygieneMiddleware: RouterMiddleware {
         self.configuration = configuration
     }
 
-    /// The longest request target taken: 64 KiB.
-    static let maximumTargetBytes = 64 * 1024
-
-    /// The request target's own refusals, from its text alone (the same on every door): past its
-    /// length, 414; a query parameter that does not decode, 400.
+    /// The request target's own refusals, from its text alone, the same on every door
+    /// (``RequestClassifier/problem(_:)``): past its length, 414; a query parameter that does
+    /// not decode, 400.
     static func checkTarget(_ target: String?) throws(BridgeError) {
-        let length = target?.utf8.count ?? 0
-        if length > maximumTargetBytes {
-            throw BridgeError(
+        if let problem = RequestClassifier.problem(target ?? "") { throw refusal(problem) }
+    }
+
+    /// The answer to a target's problem.
+    static func refusal(_ problem: TargetProblem) -> BridgeError {
+        switch problem {
+        case .tooLong(let length):
+            let limit = RequestClassifier.maximumTargetBytes
+            return BridgeError(
                 .uriTooLong,
-                "The request's path and query are \(length) bytes; the bridge takes at most \(maximumTargetBytes) (64 KiB): narrow the selector or the list of values",
-                details: ["length": .int(length), "limit": .int(maximumTargetBytes)])
-        }
-        if let target, let mark = target.firstIndex(of: "?"),
-            let bad = QueryString.firstUndecodableParameter(String(target[target.index(after: mark)...]))
-        {
-            throw .badRequest("the query parameter '\(bad)' is not valid percent-encoded UTF-8")
+                "The request's path and query are \(length) bytes; the bridge takes at most \(limit) (64 KiB): narrow the selector or the list of values",
+                details: ["length": .int(length), "limit": .int(limit)])
+        case .undecodable(let parameter):
+            return .badRequest("the query parameter '\(parameter)' is not valid percent-encoded UTF-8")
         }
     }
 
