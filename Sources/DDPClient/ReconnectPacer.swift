@@ -37,9 +37,12 @@ public final class ReconnectPacer: Sendable {
     public func reserve(now: ContinuousClock.Instant) -> Duration {
         guard rate > 0 else { return .zero }
         return state.withLockedValue { state in
+            // Callers read the clock before the lock: one that read it earlier may come second.
+            // Its instant must not move the bucket back in time, or the next caller is credited
+            // that interval twice (in the full parallel test run, 40 returns came ~2 slots early).
             let elapsed = max(0, (now - state.updated).seconds)
             state.tokens = min(burst, state.tokens + elapsed * rate)
-            state.updated = now
+            state.updated = max(state.updated, now)
             state.tokens -= 1
             guard state.tokens < 0 else { return .zero }
             // A debt of n tokens is paid off in n / rate seconds.

@@ -22,8 +22,9 @@ import Testing
         actions.map { action in
             switch action {
             case .deliver(let events): "deliver " + events.map { "\($0.id):\($0.kind.rawValue)" }.joined(separator: ",")
-            case .resumeConnectionWaiters(nil): "resume waiters"
-            case .resumeConnectionWaiters(let error?): "fail waiters \(error.error.stringValue ?? "?")"
+            case .resumeConnectionWaiters(nil, _): "resume waiters"
+            case .resumeConnectionWaiters(let error?, nil): "fail waiters \(error.error.stringValue ?? "?")"
+            case .resumeConnectionWaiters(let error?, let before?): "fail waiters before attempt \(before) \(error.error.stringValue ?? "?")"
             case .armFlushTimer(let at): "arm timer +\((at - t0).wholeMilliseconds)ms"
             case .finishStreams(let ending): "finish streams " + (Self.lastErrorCode(ending) ?? "?")
             }
@@ -107,9 +108,29 @@ import Testing
             var m = machine()
             _ = m.received(.stateChanged(.connecting(attempt: 0)), now: t0)
             let actions = describe(m.received(.stateChanged(.reconnecting(attempt: 1, delay: .seconds(1), cause: cause)), now: t0))
-            #expect(actions.contains("fail waiters upstream-unavailable") == failsAtOnce, "\(cause.code): \(actions)")
+            #expect(actions.contains("fail waiters before attempt 1 upstream-unavailable") == failsAtOnce, "\(cause.code): \(actions)")
             #expect(cause.isDefinite == failsAtOnce)
         }
+    }
+
+    /// A definite failure fails only the requests that waited before its attempt began: one that
+    /// came while it was under way waits for the next attempt, which it asks for (in the full
+    /// parallel test run, an attempt refused just before the upstream came back failed a request
+    /// made after the upstream was back).
+    @Test func aDefiniteFailureFailsOnlyWhoWaitedBeforeItsAttemptBegan() {
+        var m = machine()
+        let refused = UpstreamFailure(.connectionRefused(endpoint: "app:3000"))
+        #expect(m.attemptsBegun == 0)
+        _ = m.received(.stateChanged(.connecting(attempt: 0)), now: t0)
+        #expect(m.attemptsBegun == 1)
+        let first = describe(m.received(.stateChanged(.reconnecting(attempt: 1, delay: .seconds(1), cause: refused)), now: t0))
+        #expect(first.contains("fail waiters before attempt 1 upstream-unavailable"), "\(first)")
+        _ = m.received(.stateChanged(.connecting(attempt: 1)), now: t0)
+        #expect(m.attemptsBegun == 2)
+        let second = describe(m.received(.stateChanged(.reconnecting(attempt: 2, delay: .seconds(1), cause: refused)), now: t0))
+        #expect(second.contains("fail waiters before attempt 2 upstream-unavailable"), "\(second)")
+        let up = describe(m.received(.stateChanged(.connected(session: "s", version: "1")), now: t0))
+        #expect(up.contains("resume waiters"), "\(up)")
     }
 
     @Test func aBurstOfChangesArmsOneTimerAndGoesOutWhenItFires() {

@@ -76,6 +76,21 @@ import Testing
         await server.stop()
     }
 
+    /// The bucket never hands out more than `burst` plus `rate` a second, whatever order callers
+    /// that read the clock at nearly the same instant take its lock in (a caller with the older
+    /// instant coming second credited the next one the interval again).
+    @Test func thePacerGivesNoMoreSlotsThanItsRateWhenCallersComeOutOfOrder() {
+        let pacer = ReconnectPacer(rate: 10, burst: 1)
+        let t0 = ContinuousClock.now + .seconds(1)
+        #expect(pacer.reserve(now: t0) == .zero)
+        #expect(pacer.reserve(now: t0) == .milliseconds(100), "a debt of one slot, paid off in 100 ms")
+        #expect(pacer.reserve(now: t0 + .milliseconds(200)) == .zero, "paid off, and a slot free again")
+        // Read the clock before the previous caller, took the lock after it: the slot after.
+        #expect(pacer.reserve(now: t0 + .milliseconds(100)) == .milliseconds(100))
+        // Then the one after that, not the same slot again.
+        #expect(pacer.reserve(now: t0 + .milliseconds(200)) == .milliseconds(200))
+    }
+
     /// A connection waiting out a long backoff retries at once when asked (``DDPClient/retrySoon()``,
     /// what a request for its session does), and when another connection sharing its pacer is
     /// connected again (``ReconnectPacer/upstreamReturned()``). Neither wakes it otherwise.

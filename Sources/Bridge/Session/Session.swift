@@ -24,7 +24,8 @@ public final class Session: Sendable {
         /// The feeds of a public pool connection, by event loop, with how many streams each has.
         var feeds: [ObjectIdentifier: (feed: LoopFeed, members: Int)] = [:]
         /// Requests waiting for the upstream connection to come up (see ``waitUntilConnected(timeout:)``).
-        var connectionWaiters: [Int: CheckedContinuation<Void, any Error>] = [:]
+        /// Each with the number of attempts begun when it came (``SessionStateMachine/attemptsBegun``).
+        var connectionWaiters: [Int: (continuation: CheckedContinuation<Void, any Error>, attemptsBegun: Int)] = [:]
         var nextWaiter = 0
         /// Sends the pending batch out when its window ends (a NIO timer: no task per session).
         var flushTimer: BridgeClock.Timer?
@@ -174,11 +175,11 @@ public final class Session: Sendable {
             switch action {
             case .deliver(let events):
                 deliver(events, in: state)
-            case .resumeConnectionWaiters(let error):
-                for waiter in state.connectionWaiters.values {
-                    if let error { waiter.resume(throwing: error) } else { waiter.resume() }
+            case .resumeConnectionWaiters(let error, let waitingBefore):
+                for (number, waiter) in state.connectionWaiters where waitingBefore.map({ waiter.attemptsBegun < $0 }) ?? true {
+                    state.connectionWaiters[number] = nil
+                    if let error { waiter.continuation.resume(throwing: error) } else { waiter.continuation.resume() }
                 }
-                state.connectionWaiters = [:]
             case .finishStreams(let ending):
                 finishStreams(with: ending, in: state)
             case .armFlushTimer(let deadline):
@@ -268,7 +269,7 @@ public final class Session: Sendable {
                     case .ready: continuation.resume()
                     case .refused(let error): continuation.resume(throwing: error)
                     case .wait:
-                        state.connectionWaiters[number] = continuation
+                        state.connectionWaiters[number] = (continuation, state.machine.attemptsBegun)
                         // A request should not wait out a backoff that grew while the upstream was away.
                         self.client.retrySoon()
                     }
@@ -278,7 +279,7 @@ public final class Session: Sendable {
                 let (waiter, unreachable) = self.state.withLock {
                     ($0.connectionWaiters.removeValue(forKey: number), $0.machine.unreachable(elsewhere: elsewhere))
                 }
-                waiter?.resume(throwing: end == .cancelled ? DDPClientError.cancelled : unreachable)
+                waiter?.continuation.resume(throwing: end == .cancelled ? DDPClientError.cancelled : unreachable)
             }
         } catch {
             throw BridgeError.from(error)

@@ -27,8 +27,10 @@ struct SessionStateMachine: Sendable {
     enum Action: Sendable {
         /// Hand these events, in order, to every open stream.
         case deliver([SessionEvent])
-        /// Resume the requests waiting for the upstream: `nil`, it is connected; else fail them with the error.
-        case resumeConnectionWaiters(BridgeError?)
+        /// Resume the requests waiting for the upstream: `nil`, it is connected; else fail them with
+        /// the error. `waitingBefore`: only those that began to wait before that attempt
+        /// (``attemptsBegun``) began; `nil`, all of them.
+        case resumeConnectionWaiters(BridgeError?, waitingBefore: Int? = nil)
         /// Arm the batch window's timer (none is armed): call ``flushTimerFired(now:)`` at this instant.
         case armFlushTimer(at: ContinuousClock.Instant)
         /// End every open stream with this last frame.
@@ -85,6 +87,9 @@ struct SessionStateMachine: Sendable {
     private(set) var phase: Phase = .connecting
     /// The connection's state as last reported (for `GET /v1/session` and 503 details).
     private(set) var connection: ConnectionState = .idle
+    /// How many connection attempts have begun (a request that waits notes it: an attempt that
+    /// began before it came may fail without failing it, see ``received(_:now:)``).
+    private(set) var attemptsBegun = 0
     /// Why the upstream is not usable (``DDP/ConnectionState/failure(previously:)``).
     private(set) var upstreamFailure: UpstreamFailure?
     /// Who the session is, and the Meteor resume token of that login (kept, sealed, by a
@@ -151,13 +156,17 @@ struct SessionStateMachine: Sendable {
             upstreamFailure = state.failure(previously: upstreamFailure)
             events = pipeline.event(.connection, state.ejson, now: now)
             switch state {
+            case .connecting:
+                attemptsBegun += 1
             case .connected:
                 actions.append(.resumeConnectionWaiters(nil))
             case .reconnecting(_, _, let cause?) where cause.isDefinite:
-                // The attempt failed for a definite cause: the requests waiting for it fail now
-                // with that cause, rather than wait out their deadline for an answer already
-                // known. After a timeout or a lost connection they wait on for the next attempt.
-                actions.append(.resumeConnectionWaiters(unreachable(elsewhere: cause)))
+                // The attempt failed for a definite cause: the requests that waited for it fail
+                // now with that cause, rather than wait out their deadline for an answer already
+                // known. A request that came while the attempt was under way waits for the next
+                // one (it asks for it at once): the upstream may be back since that attempt
+                // began. After a timeout or a lost connection they all wait for the next attempt.
+                actions.append(.resumeConnectionWaiters(unreachable(elsewhere: cause), waitingBefore: attemptsBegun))
             case .closed(let reason):
                 actions.append(.resumeConnectionWaiters(loginLost ?? .upstreamUnavailable("The upstream connection is closed: \(reason)")))
             default:
