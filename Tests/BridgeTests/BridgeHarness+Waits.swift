@@ -67,9 +67,15 @@ extension BridgeHarness {
     @discardableResult
     func metrics(_ what: String, timeout: Duration = .seconds(10), until condition: (String) -> Bool) async throws -> String {
         var last = ""
-        try await eventually(what, timeout: timeout) {
-            last = try await request(.get, "/metrics").text
-            return condition(last)
+        do {
+            try await eventually(what, timeout: timeout) {
+                last = try await request(.get, "/metrics").text
+                return condition(last)
+            }
+        } catch let error as ConditionNotMet {
+            // What the bridge said last, its non-zero samples: what the condition did not find.
+            let samples = last.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.hasSuffix(" 0") && !$0.contains("_bucket{") }
+            throw ConditionNotMet(description: "\(error.description); the last scrape's non-zero samples:\n" + samples.prefix(60).joined(separator: "\n"))
         }
         return last
     }

@@ -11,12 +11,21 @@ extension BridgeRoutes {
     /// Query: `collections` (comma-separated), `id` (one document; one collection), `selector`
     /// (a live query; one collection), `snapshot=true`, `subscribe` + `params` (a subscription the
     /// stream holds while it is open), `lastEventId` (or the `Last-Event-ID` header).
+    ///
+    /// The opening's steps are the event loop's door's (``openSessionStream(_:_:on:)``), in the
+    /// same order and by the same functions; the route then waits where the door would not (a
+    /// session to look up or bring back, a subscription to make ready).
     @Sendable func events(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let query = try StreamQuery(request)
-        var start = try query.start()
-        // Who asks, before anything is parsed in proportion to the request (a selector, params).
+        var start = try sessionStreamStart(query, request.headers)
         let session = try await session(request, context)
-        let filter = try query.filter()
+        let filter: StreamFilter
+        switch try attachAtOnce(query, start: start, to: session) {
+        case .attached(let stream):
+            return sseResponse(stream, request, context) { session.detach(stream) }
+        case .mustWait(let waiting):
+            filter = waiting
+        }
         let owned = try query.subscription()
         var subscription: SubscriptionInfo?
         if let owned {
@@ -44,29 +53,54 @@ extension BridgeRoutes {
         }
     }
 
-    /// `GET /v1/events` on its connection's event loop (``FrontDoor``): opened when nothing
-    /// needs waiting for (a session token this bridge holds, ``SessionRegistry/heldSession(token:)``;
-    /// no `subscribe=`; a start from the log, ``Session/attachFromLog(_:start:)``), attached and
-    /// detached as ``events(_:_:)`` does; refused as the router refuses it when what is wrong is
-    /// known from the head (no credential; then, for the session's holder, a bad filter); left to
-    /// the router otherwise, with nothing taken. The credential is looked at before the filter.
+    /// `GET /v1/events` on its connection's event loop (``FrontDoor``): the route's steps
+    /// (``events(_:_:)``) as far as they go without waiting: where the stream starts, a
+    /// credential (before anything is parsed in proportion to the request), the session when this
+    /// bridge holds it (``SessionRegistry/heldSession(token:)``), then ``attachAtOnce(_:start:to:)``.
+    /// A refusal is the route's, the same bytes; a stream that must wait is left to the route,
+    /// with nothing taken.
     func openSessionStream(_ query: StreamQuery, _ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
         let route = "/v1/events"
-        let start: Session.StreamStart
-        do { start = try query.start() } catch { return .refuse(ProbeAnswer(error), route: route) }
-        guard let credential = RequestInput.credential(head.headerFields) ?? query.token.map({ ($0, false) }) else {
-            let error = BridgeError(.noSession, Self.noSessionReason(authorization: head.headerFields[.authorization]))
+        do {
+            let start = try sessionStreamStart(query, head.headerFields)
+            guard let token = RequestInput.credential(head.headerFields)?.token ?? query.token, SessionToken.isSessionToken(token),
+                let session = registry.heldSession(token: token)
+            else { return .route }
+            guard case .attached(let stream) = try attachAtOnce(query, start: start, to: session) else { return .route }
+            session.touch()
+            return .stream(loopStream(stream, on: channel, route: route) { session.detach(stream) })
+        } catch {
             return .refuse(ProbeAnswer(error), route: route)
         }
-        guard !query.asksForSubscription, SessionToken.isSessionToken(credential.token),
-            let session = registry.heldSession(token: credential.token)
-        else { return .route }
-        let filter: StreamFilter
-        do { filter = try query.filter() } catch { return .refuse(ProbeAnswer(error), route: route) }
+    }
+
+    /// The first step of a session stream's opening, on both doors: where it starts, and that
+    /// the request carries a credential (401 before anything is parsed in proportion to it).
+    func sessionStreamStart(_ query: StreamQuery, _ headers: HTTPFields) throws(BridgeError) -> Session.StreamStart {
+        let start = try query.start()
+        guard RequestInput.credential(headers) != nil || query.token != nil else {
+            throw BridgeError(.noSession, Self.noSessionReason(authorization: headers[.authorization]))
+        }
+        return start
+    }
+
+    /// How a stream's opening went without waiting (``attachAtOnce(_:start:to:)``).
+    enum AtOnce {
+        /// Attached, from the session's log.
+        case attached(EventStream)
+        /// It must wait (a subscription to make ready, a snapshot or a live query to read from the
+        /// cache on the client's actor, a refusal the session decides): nothing was taken.
+        case mustWait(StreamFilter)
+    }
+
+    /// The second step, on both doors, once the session is known: the filter is read (400), and a
+    /// stream that holds no subscription and starts from the log is attached at once
+    /// (``Session/attachFromLog(_:start:)``).
+    func attachAtOnce(_ query: StreamQuery, start: Session.StreamStart, to session: Session) throws(BridgeError) -> AtOnce {
+        let filter = try query.filter()
+        guard !query.asksForSubscription else { return .mustWait(filter) }
         let stream = makeStream(filter, counters: registry.metrics.sessionStreams)
-        guard session.attachFromLog(stream, start: start) else { return .route }
-        session.touch()
-        return .stream(loopStream(stream, on: channel, route: route) { session.detach(stream) })
+        return session.attachFromLog(stream, start: start) ? .attached(stream) : .mustWait(filter)
     }
 
     /// A stream with the bridge's buffer limit, stall timeout and clock.
@@ -108,7 +142,7 @@ extension BridgeRoutes {
     /// leaving the stream attached for good).
     @Sendable func eventsHead(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let query = try StreamQuery(request)
-        _ = try query.start()
+        _ = try sessionStreamStart(query, request.headers)
         _ = try await session(request, context)
         _ = try query.filter()
         _ = try query.subscription()

@@ -13,19 +13,23 @@ extension BridgeRoutes {
     /// `GET /v1/public/events?subscribe=<publication>&params=<JSON array>`: a public
     /// publication's changes as Server-Sent Events, without a session; the same filters,
     /// snapshot and `Last-Event-ID` resume as `GET /v1/events`.
+    ///
+    /// The opening's steps are the event loop's door's (``openPublicStream(_:_:on:)``), in the
+    /// same order and by the same functions; the route then waits where the door would not (a
+    /// subscription to place and make ready, a snapshot or a live query to read).
     @Sendable func publicEvents(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let query = try StreamQuery(request)
-        var start = try query.start()
-        let (name, params) = try publicSubscription(query)
-        let filter = try query.filter()
+        let opening = try publicStreamOpening(query)
         let address = RequestInput.clientKey(request, context, configuration: configuration)
+        if let reader = readAtOnce(opening, from: address) { return sseResponse(reader.stream, request, context, finally: reader.finally) }
+        var start = opening.start
         try fanout.admitReader(from: address)
         let session: Session
         let id: String
         let before: UInt64
-        let stream = makeStream(filter, counters: registry.metrics.publicStreams)
+        let stream = makeStream(opening.filter, counters: registry.metrics.publicStreams)
         do {
-            (session, id, before) = try await fanout.subscribe(name, params, from: address)
+            (session, id, before) = try await fanout.subscribe(opening.name, opening.params, from: address)
         } catch {
             fanout.readerLeft(from: address)
             throw error
@@ -33,7 +37,7 @@ extension BridgeRoutes {
         // As `GET /v1/events?subscribe=` does: a live stream starts from the connection's log as
         // it was before subscribing, so the reader that brought the subscription gets its
         // documents as `added` before any change to them.
-        if start.isLive, filter.selector == nil { start = .resume(after: before) }
+        if start.isLive, opening.filter.selector == nil { start = .resume(after: before) }
         do {
             try await session.attach(stream, start: start)
         } catch {
@@ -41,63 +45,73 @@ extension BridgeRoutes {
             fanout.readerLeft(from: address)
             throw error
         }
+        return sseResponse(stream, request, context, finally: readerEnds(stream, session, id, address))
+    }
+
+    /// `GET /v1/public/events` on its connection's event loop (``FrontDoor``): the route's steps
+    /// (``publicEvents(_:_:)``) as far as they go without waiting, ``publicStreamOpening(_:)`` then
+    /// ``readAtOnce(_:from:)``. A refusal is the route's, the same bytes; a reader that must wait
+    /// (a subscription not ready, a snapshot, a live query, a reader limit) is left to the route,
+    /// with nothing taken. Opening readers of a busy publication was the request path's hops (a
+    /// task per connection, the router, the hand-off back to the loop): docs/PERFORMANCE.md.
+    func openPublicStream(_ query: StreamQuery, _ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
+        let route = "/v1/public/events"
+        let opening: PublicStreamOpening
+        do { opening = try publicStreamOpening(query) } catch { return .refuse(ProbeAnswer(error), route: route) }
+        let address = configuration.clientKey(
+            RequestInput.clientAddress(head.headerFields, peer: channel.remoteAddress, configuration: configuration))
+        guard let reader = readAtOnce(opening, from: address) else { return .route }
+        return .stream(loopStream(reader.stream, on: channel, route: route, finally: reader.finally))
+    }
+
+    /// What a public stream request asks for, checked in the order both doors check it.
+    struct PublicStreamOpening {
+        let start: Session.StreamStart
+        let name: String
+        let params: [EJSON]
+        let filter: StreamFilter
+    }
+
+    /// The first step of a public stream's opening, on both doors: where it starts (400), the
+    /// publication (403) and its params (400), then the filter (400).
+    func publicStreamOpening(_ query: StreamQuery) throws(BridgeError) -> PublicStreamOpening {
+        let start = try query.start()
+        let (name, params) = try publicSubscription(query)
+        return PublicStreamOpening(start: start, name: name, params: params, filter: try query.filter())
+    }
+
+    /// The second step, on both doors: a reader that needs nothing waited for (the publication's
+    /// subscription held and ready on a connection that is up, ``PublicFanout/readyReader(_:_:from:)``,
+    /// and a start from the log, ``Session/attachFromLog(_:start:)``), counted, referenced and
+    /// attached, with what ends it; `nil`, with nothing taken, otherwise.
+    func readAtOnce(_ opening: PublicStreamOpening, from address: ClientKey) -> (stream: EventStream, finally: @Sendable () -> Void)? {
+        guard let (session, id) = fanout.readyReader(opening.name, opening.params, from: address) else { return nil }
+        let stream = makeStream(opening.filter, counters: registry.metrics.publicStreams)
+        // Ready already: a live stream starts from now, as the route's does once its
+        // subscription is ready (what it would replay is what happened while it waited).
+        guard session.attachFromLog(stream, start: opening.start) else {
+            fanout.release(session, id)
+            fanout.readerLeft(from: address)
+            return nil
+        }
+        return (stream, readerEnds(stream, session, id, address))
+    }
+
+    /// What ends a public reader, whichever door opened it: detached, its reference released,
+    /// its place given back.
+    private func readerEnds(_ stream: EventStream, _ session: Session, _ id: String, _ address: ClientKey) -> @Sendable () -> Void {
         let fanout = self.fanout
-        return sseResponse(stream, request, context) {
+        return {
             session.detach(stream)
             fanout.release(session, id)
             fanout.readerLeft(from: address)
         }
     }
 
-    /// `GET /v1/public/events` on its connection's event loop (``FrontDoor``): opened when
-    /// nothing needs waiting for (the publication's subscription held and ready on a connection
-    /// that is up, ``PublicFanout/readyReader(_:_:from:)``, and a start from the log,
-    /// ``Session/attachFromLog(_:start:)``), counted, referenced and attached as
-    /// ``publicEvents(_:_:)`` does and released when its connection closes; refused as the router
-    /// refuses it when what is wrong is known from the head (a publication that is not public, its
-    /// params, the filter); left to the router otherwise (a subscription not ready yet, a snapshot,
-    /// a live query, a reader limit), with nothing taken. Opening readers of a busy publication
-    /// was the request path's hops (a task per connection, the router, the hand-off back to the
-    /// loop): docs/PERFORMANCE.md.
-    func openPublicStream(_ query: StreamQuery, _ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
-        let route = "/v1/public/events"
-        let start: Session.StreamStart
-        let subscription: (name: String, params: [EJSON])
-        let filter: StreamFilter
-        do {
-            start = try query.start()
-            subscription = try publicSubscription(query)
-            filter = try query.filter()
-        } catch {
-            return .refuse(ProbeAnswer(error), route: route)
-        }
-        let address = configuration.clientKey(
-            RequestInput.clientAddress(head.headerFields, peer: channel.remoteAddress, configuration: configuration))
-        guard let (session, id) = fanout.readyReader(subscription.name, subscription.params, from: address) else { return .route }
-        let stream = makeStream(filter, counters: registry.metrics.publicStreams)
-        // Ready already: a live stream starts from now, as the request path's does once its
-        // subscription is ready (what it would replay is what happened while it waited).
-        guard session.attachFromLog(stream, start: start) else {
-            fanout.release(session, id)
-            fanout.readerLeft(from: address)
-            return .route
-        }
-        let fanout = self.fanout
-        return .stream(
-            loopStream(stream, on: channel, route: route) {
-                session.detach(stream)
-                fanout.release(session, id)
-                fanout.readerLeft(from: address)
-            })
-    }
-
     /// `HEAD /v1/public/events`: what a `GET` would answer, checked the same way, with no reader
     /// counted and nothing subscribed.
     @Sendable func publicEventsHead(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        let query = try StreamQuery(request)
-        _ = try query.start()
-        _ = try publicSubscription(query)
-        _ = try query.filter()
+        _ = try publicStreamOpening(try StreamQuery(request))
         return Self.sseHead
     }
 
