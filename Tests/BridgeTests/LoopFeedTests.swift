@@ -84,6 +84,29 @@ import Testing
         #expect(String(buffer: written[0]) == Self.chunk([Self.event(1), Self.event(2)]))
     }
 
+    /// A turn joins runs of small frames into one buffer and keeps a large frame as the shared
+    /// frame itself; its framing is made once, by the first sink that asks, for all of them.
+    @Test func aTurnJoinsSmallFramesKeepsLargeOnesAndIsFramedOnce() throws {
+        let text: EJSON = .string(String(repeating: "x", count: LoopFeed.Turn.joinLimit + 1))
+        let large = SessionEvent.document(.added(collection: "tasks", id: "big", fields: ["text": text]), document: ["text": text], id: 3)
+        let events = [Self.event(1), Self.event(2), large, Self.event(4)]
+        let turn = LoopFeed.Turn([LoopFeed.Entry(number: 1, content: .events(events))], filter: StreamFilter(), after: 0)
+        #expect(turn.count == 4)
+        #expect(turn.frames.count == 3, "two small frames joined, the large one, the last small one")
+        let address = { (buffer: ByteBuffer) in buffer.withUnsafeReadableBytes { Int(bitPattern: $0.baseAddress) } }
+        #expect(address(turn.frames[1]) == address(large.frame), "the large frame is not copied")
+        #expect(turn.bytes == events.reduce(0) { $0 + $1.frame.readableBytes })
+        var made = 0
+        let frame: ([ByteBuffer], Int) -> [ByteBuffer] = { frames, _ in
+            made += 1
+            return frames.reversed()
+        }
+        let first = turn.framed(by: frame)
+        let second = turn.framed(by: frame)
+        #expect(made == 1)
+        #expect(first.map(address) == second.map(address))
+    }
+
     /// A stream that joins while the feed still holds an entry takes only what is posted after it
     /// (what came before reached it from the session directly): nothing missed, nothing doubled.
     @Test func aReaderThatJoinsTakesOnlyTheEntriesPostedAfterIt() throws {

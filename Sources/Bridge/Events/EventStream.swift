@@ -448,10 +448,22 @@ final class EventStream: Sendable {
     }
 }
 
-/// What wakes a stream's writer: a job on its connection's event loop (``StreamHandOff``).
+/// Where an event stream's bytes go: its connection's writer, on that connection's event loop.
+/// Events frames nothing and knows nothing of the protocol that carries the bytes; the HTTP
+/// layer implements this (``StreamHandOff``: SSE over a chunked or close-delimited response).
+/// Called on the sink's loop only.
+protocol StreamSink: AnyObject {
+    /// Writes what its stream has, while the connection takes it (the stream's doorbell).
+    func drain()
+    /// A turn of the loop's feed for `stream` (``LoopFeed``): the same buffers for every stream
+    /// of the loop with the same filter.
+    func feed(_ stream: EventStream, _ turn: LoopFeed.Turn)
+}
+
+/// What wakes a stream's writer: a job on its connection's event loop.
 struct StreamWaker: Sendable {
     let loop: any EventLoop
-    let writer: NIOLoopBound<StreamHandOff>
+    let writer: NIOLoopBound<any StreamSink>
 
     func ring() { loop.execute { writer.value.drain() } }
 }
@@ -459,7 +471,7 @@ struct StreamWaker: Sendable {
 /// The writers a batch of events woke, rung together: one job per event loop for all the
 /// readers it writes (10,000 readers of a change on two loops: two jobs, not 10,000 wake-ups).
 struct Wakeups {
-    private var loops: [ObjectIdentifier: (loop: any EventLoop, writers: [NIOLoopBound<StreamHandOff>])] = [:]
+    private var loops: [ObjectIdentifier: (loop: any EventLoop, writers: [NIOLoopBound<any StreamSink>])] = [:]
 
     mutating func add(_ waker: StreamWaker) {
         loops[ObjectIdentifier(waker.loop), default: (waker.loop, [])].writers.append(waker.writer)

@@ -3,10 +3,10 @@ import NIOCore
 /// The streams of one session whose writers run on one event loop, served by a job of that loop
 /// (docs/ARCHITECTURE.md, "A loop's feed"). The session posts each batch of events here once,
 /// under its lock, whatever the number of streams; a job of the loop takes every batch posted
-/// since its last turn, routes each filter's frames once (``Routed``: small frames joined into
-/// one buffer, a large one kept as the shared frame itself, never copied), frames them once as
-/// an HTTP/1.1 chunk, and hands those same buffers to each stream of the loop and writes them
-/// there. So a change costs the session one post per loop (not one append per stream, on the
+/// since its last turn, routes each filter's frames once (``Turn``: small frames joined into
+/// one buffer, a large one kept as the shared frame itself, never copied) and hands those same
+/// buffers to each stream of the loop's sink (``StreamSink``), which writes them (framing them
+/// once for all the streams of a filter: the turn keeps what the first sink made). So a change costs the session one post per loop (not one append per stream, on the
 /// loop that reads the upstream), and a reader that keeps up costs its loop one write of shared
 /// buffers, whatever the number of distinct filters.
 ///
@@ -64,7 +64,7 @@ final class LoopFeed: Sendable {
 
     /// Adds a stream, written by `writer`, on the loop and under the session's lock: it takes the
     /// entries posted from now on.
-    func add(_ stream: EventStream, writer: NIOLoopBound<StreamHandOff>) {
+    func add(_ stream: EventStream, writer: NIOLoopBound<any StreamSink>) {
         let from = queue.withLock { $0.posted }
         members.value.add(stream, writer: writer, from: from)
     }
@@ -97,14 +97,16 @@ final class LoopFeed: Sendable {
 
 extension LoopFeed {
     /// What one filter takes of a turn's entries: its frames (references to the shared frames;
-    /// runs of small ones joined into one buffer), the same framed as one HTTP/1.1 chunk, and the
-    /// session's last frame if it came.
-    struct Routed {
-        var frames: [ByteBuffer] = []
-        var bytes = 0
-        var chunk: [ByteBuffer] = []
-        var count = 0
-        var ending: [UInt8]?
+    /// runs of small ones joined into one buffer) and the session's last frame if it came. One
+    /// object for every stream of the filter on the loop, used on the loop only: the first sink
+    /// that frames the frames for its connection keeps the result here for the others
+    /// (``framed(by:)``).
+    final class Turn {
+        private(set) var frames: [ByteBuffer] = []
+        private(set) var bytes = 0
+        private(set) var count = 0
+        private(set) var ending: [UInt8]?
+        private var framing: [ByteBuffer]?
 
         init(_ entries: [Entry], filter: StreamFilter, after: UInt64) {
             var matched: [ByteBuffer] = []
@@ -118,9 +120,43 @@ extension LoopFeed {
                 if ending != nil { break }
             }
             count = matched.count
-            frames = StreamHandOff.pieces(matched)
+            frames = Self.pieces(matched)
             bytes = frames.reduce(0) { $0 + $1.readableBytes }
-            chunk = StreamHandOff.chunk(frames, bytes: bytes)
+        }
+
+        /// The frames as `frame` frames them (all of the turn's sinks frame them alike): made once,
+        /// by the first sink to ask.
+        func framed(by frame: ([ByteBuffer], Int) -> [ByteBuffer]) -> [ByteBuffer] {
+            if let framing { return framing }
+            let made = frame(frames, bytes)
+            framing = made
+            return made
+        }
+
+        /// Frames up to this many bytes are joined with their neighbours; larger ones go as they are.
+        static let joinLimit = 4096
+
+        /// Frames as pieces to write: each run of small frames joined into one buffer (one copy,
+        /// shared by every stream of the filter), a frame past ``joinLimit`` kept as the shared
+        /// frame itself (never copied, however many filters take it).
+        static func pieces(_ frames: [ByteBuffer]) -> [ByteBuffer] {
+            guard frames.count > 1 else { return frames }
+            var pieces: [ByteBuffer] = []
+            var run: [ByteBuffer] = []
+            func closeRun() {
+                if run.count == 1 { pieces.append(run[0]) } else if !run.isEmpty { pieces.append(EventStream.joined(run) ?? ByteBuffer()) }
+                run = []
+            }
+            for frame in frames {
+                if frame.readableBytes > joinLimit {
+                    closeRun()
+                    pieces.append(frame)
+                } else {
+                    run.append(frame)
+                }
+            }
+            closeRun()
+            return pieces
         }
     }
 
@@ -129,7 +165,7 @@ extension LoopFeed {
     final class Members {
         struct Member {
             let stream: EventStream
-            let writer: NIOLoopBound<StreamHandOff>
+            let writer: NIOLoopBound<any StreamSink>
             /// The last entry it had from the session directly (it takes those after).
             let from: UInt64
             let group: Int
@@ -146,7 +182,7 @@ extension LoopFeed {
         private var groups: [GroupKey: (id: Int, count: Int)] = [:]
         private var nextGroup = 0
 
-        func add(_ stream: EventStream, writer: NIOLoopBound<StreamHandOff>, from: UInt64) {
+        func add(_ stream: EventStream, writer: NIOLoopBound<any StreamSink>, from: UInt64) {
             // A stream is placed once (``Session``'s books say where it is); a second add is ignored.
             guard index[ObjectIdentifier(stream)] == nil else { return }
             let key = GroupKey(collections: stream.filter.collections, documentID: stream.filter.documentID)
@@ -183,25 +219,25 @@ extension LoopFeed {
         /// routed once (a member that joined after the first entry routes its own), added to the
         /// member's buffer, and written at once when its writer was waiting for them.
         func route(_ entries: [Entry], first: UInt64) {
-            var shared: [Int: Routed] = [:]
+            var shared: [Int: Turn] = [:]
             // The last group's, without a lookup (most members of a feed share one filter).
-            var last: (group: Int, routed: Routed)?
+            var last: (group: Int, turn: Turn)?
             for member in all {
-                let routed: Routed
+                let turn: Turn
                 if member.from >= first {
-                    routed = Routed(entries, filter: member.stream.filter, after: member.from)
+                    turn = Turn(entries, filter: member.stream.filter, after: member.from)
                 } else if let last, last.group == member.group {
-                    routed = last.routed
+                    turn = last.turn
                 } else if let known = shared[member.group] {
-                    routed = known
+                    turn = known
                     last = (member.group, known)
                 } else {
-                    routed = Routed(entries, filter: member.stream.filter, after: 0)
-                    shared[member.group] = routed
-                    last = (member.group, routed)
+                    turn = Turn(entries, filter: member.stream.filter, after: 0)
+                    shared[member.group] = turn
+                    last = (member.group, turn)
                 }
-                if routed.count > 0 { member.writer.value.feed(member.stream, routed) }
-                if let ending = routed.ending { member.stream.finish(with: ending) }
+                if turn.count > 0 { member.writer.value.feed(member.stream, turn) }
+                if let ending = turn.ending { member.stream.finish(with: ending) }
             }
         }
     }

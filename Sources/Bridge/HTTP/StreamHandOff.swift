@@ -28,7 +28,7 @@ import Timing
 ///
 /// Put in the front door's place when a stream takes the connection (``install(_:on:opening:)``):
 /// other requests never pass through it. Used only on its channel's event loop.
-final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
+final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler, StreamSink {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
@@ -97,7 +97,7 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         self.stream = stream
         clock = stream.clock
         taken = true
-        let waker = StreamWaker(loop: context.eventLoop, writer: NIOLoopBound(self, eventLoop: context.eventLoop))
+        let waker = StreamWaker(loop: context.eventLoop, writer: NIOLoopBound(self as any StreamSink, eventLoop: context.eventLoop))
         stream.setWaker(waker)
         try? context.channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: Self.socketSendBuffer)
         context.read()
@@ -146,19 +146,20 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A turn's frames from a loop's feed (``LoopFeed``), the same buffers for every reader of
-    /// the loop: written now, framed once already (`routed.chunk`), when the socket takes them,
-    /// nothing waits before them in the stream and they are within its limit; else they join the
-    /// stream's buffer, drained now if the writer was waiting for them.
-    func feed(_ stream: EventStream, _ routed: LoopFeed.Routed) {
+    /// the loop: written now, framed once for all of them as an HTTP/1.1 chunk (the turn keeps
+    /// the first framing), when the socket takes them, nothing waits before them in the stream
+    /// and they are within its limit; else they join the stream's buffer, drained now if the
+    /// writer was waiting for them.
+    func feed(_ stream: EventStream, _ turn: LoopFeed.Turn) {
         let writable = self.stream === stream && !ended && (channel?.isWritable ?? false)
-        switch stream.offer(routed.frames, bytes: routed.bytes, count: routed.count, writable: writable) {
+        switch stream.offer(turn.frames, bytes: turn.bytes, count: turn.count, writable: writable) {
         case .write:
             guard let context else { return }
             if let encoder {
-                for piece in closeDelimited ? routed.frames : routed.chunk { encoder.write(NIOAny(piece), promise: nil) }
+                for piece in closeDelimited ? turn.frames : turn.framed(by: Self.chunk(_:bytes:)) { encoder.write(NIOAny(piece), promise: nil) }
                 encoder.flush()
             } else {
-                for frame in routed.frames { context.write(wrapOutboundOut(.body(frame)), promise: nil) }
+                for frame in turn.frames { context.write(wrapOutboundOut(.body(frame)), promise: nil) }
                 context.flush()
             }
         case .wake: drain()
@@ -203,29 +204,6 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler {
         chunk.writeImmutableBuffer(bytes)
         chunk.writeStaticString("\r\n")
         return chunk
-    }
-
-    /// A feed's frames as pieces to write: each run of small frames joined into one buffer (one
-    /// copy, shared by every reader of the feed), a frame past ``copyLimit`` kept as the shared
-    /// frame itself (never copied, however many filters take it).
-    static func pieces(_ frames: [ByteBuffer]) -> [ByteBuffer] {
-        guard frames.count > 1 else { return frames }
-        var pieces: [ByteBuffer] = []
-        var run: [ByteBuffer] = []
-        func closeRun() {
-            if run.count == 1 { pieces.append(run[0]) } else if !run.isEmpty { pieces.append(EventStream.joined(run) ?? ByteBuffer()) }
-            run = []
-        }
-        for frame in frames {
-            if frame.readableBytes > copyLimit {
-                closeRun()
-                pieces.append(frame)
-            } else {
-                run.append(frame)
-            }
-        }
-        closeRun()
-        return pieces
     }
 
     /// `pieces` (`bytes` in all, not zero) framed as one HTTP/1.1 chunk: one buffer with its framing
