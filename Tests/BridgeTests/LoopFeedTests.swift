@@ -201,9 +201,9 @@ import Testing
     }
 }
 
-/// Where a session puts its streams: a public pool connection's stream joins its writer's loop's
-/// feed once the writer is known, a user session's stays with the session, and
-/// a loop with no stream left loses its feed.
+/// Where a session puts its streams: a stream without a live query joins its writer's loop's
+/// feed once the writer is known, whoever's session it is; a live query's stays with the
+/// session; a loop with no stream left loses its feed.
 @Suite struct LoopFeedPlacementTests {
     static func session(_ owner: Session.Owner, loop: EmbeddedEventLoop) -> Session {
         var configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:9/websocket")
@@ -235,7 +235,9 @@ import Testing
         withExtendedLifetime(readers) {}
     }
 
-    @Test func aUserSessionsStreamStaysWithTheSession() throws {
+    /// A user session's streams are delivered as a public reader's are (they stayed with the
+    /// session, a second delivery path), but for a live query's.
+    @Test func aUserSessionsStreamJoinsTheFeedButALiveQuerysStaysWithTheSession() throws {
         let loop = EmbeddedEventLoop()
         let user = Session.UserIdentity(
             tokenHash: "t", address: "127.0.0.1", key: ClientKey(address: "127.0.0.1", ipv6Prefix: 64), meteorKey: nil, persistent: false)
@@ -243,8 +245,17 @@ import Testing
         let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
         #expect(session.attachFromLog(stream, start: .live))
         let reader = try LoopFeedTests.Reader(stream: stream, loop: loop)
-        #expect(Self.counts(session) == (0, 1, 0))
-        withExtendedLifetime(reader) {}
+        #expect(Self.counts(session) == (1, 0, 1))
+        var live = StreamFilter(collections: ["tasks"])
+        live.selector = try Selector(["done": false])
+        let query = EventStream(filter: live, limit: 1 << 20)
+        session.state.withLock { state in
+            #expect((try? state.machine.admitStream(limit: 10)) != nil)
+            session.register(query, in: &state)
+        }
+        let queryReader = try LoopFeedTests.Reader(stream: query, loop: loop)
+        #expect(Self.counts(session) == (1, 1, 1))
+        withExtendedLifetime((reader, queryReader)) {}
     }
 
     /// Across the placement: a batch the session delivered before the writer was known (waiting in
