@@ -75,7 +75,8 @@ extension BridgeHarness {
         } catch let error as ConditionNotMet {
             // What the bridge said last, its non-zero samples: what the condition did not find.
             let samples = last.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.hasSuffix(" 0") && !$0.contains("_bucket{") }
-            throw ConditionNotMet(description: "\(error.description); the last scrape's non-zero samples:\n" + samples.prefix(60).joined(separator: "\n"))
+            let said = samples.prefix(60).joined(separator: "\n")
+            throw ConditionNotMet(description: "\(error.description); the last scrape's non-zero samples:\n" + said)
         }
         return last
     }
