@@ -263,6 +263,16 @@ import Testing
             let wrongVerb = try await h.request(.put, "/v1/sessions")
             expectError(wrongVerb, .methodNotAllowed, "method-not-allowed")
             #expect(wrongVerb.headers[.allow] == "POST")
+            // A verb no route knows (HTTP's new QUERY, WebDAV's) is answered as any other: 405
+            // with Allow on a path that exists (it was 404), 404 on one that does not.
+            for verb in ["QUERY", "PROPFIND"] {
+                let method = try #require(HTTPRequest.Method(verb))
+                let unknown = try await h.request(method, "/v1/sessions")
+                expectError(unknown, .methodNotAllowed, "method-not-allowed")
+                #expect(unknown.headers[.allow] == "POST")
+                #expect(unknown["reason"]?.stringValue?.hasPrefix("\(verb) is not allowed here") == true, "\(unknown.text)")
+                expectError(try await h.request(method, "/v1/nowhere"), .notFound, "not-found")
+            }
             expectError(try await h.request(.get, "/v1/nowhere"), .notFound, "not-found")
             #expect(try await h.request(.get, "/healthz")["status"] == "ok")
         }

@@ -10,6 +10,9 @@ public struct BridgeRequestContext: RequestContext, RemoteAddressRequestContext 
     let connectionClosed: EventLoopFuture<Void>
     /// The client's connection (an event stream hands it to its event loop's writer).
     let channel: any Channel
+    /// A verb no route takes (`QUERY`, `PROPFIND`, any token), as the client sent it: the request
+    /// is routed as `TRACE`, which no path takes either (``RequestRunner``).
+    var verbSent: HTTPRequest.Method?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

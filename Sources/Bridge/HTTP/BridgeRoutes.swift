@@ -60,8 +60,8 @@ struct BridgeRoutes: Sendable {
         Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
-    /// The verbs a client may send that a path may refuse with 405 (any other verb is not
-    /// routed: 404).
+    /// The verbs the router knows by name: each path that does not take one answers it 405.
+    /// Any other verb is routed as `TRACE` (``RequestRunner``), so it is answered alike.
     static let answeredVerbs: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options, .trace]
 
     /// Registers every route (after the middlewares, which apply to routes added after them),
@@ -83,8 +83,9 @@ struct BridgeRoutes: Sendable {
             let allowed = methods.contains(.get) && !methods.contains(.head) ? methods + [.head] : methods
             let listed = allowed.map(\.rawValue).joined(separator: ", ")
             for verb in Self.answeredVerbs where !allowed.contains(verb) {
-                router.on(RouterPath(path), method: verb) { request, _ -> Response in
-                    throw BridgeError(.methodNotAllowed, "\(request.method.rawValue) is not allowed here; use \(listed)", allow: allowed)
+                router.on(RouterPath(path), method: verb) { request, context -> Response in
+                    let sent = (context.verbSent ?? request.method).rawValue
+                    throw BridgeError(.methodNotAllowed, "\(sent) is not allowed here; use \(listed)", allow: allowed)
                 }
             }
         }
