@@ -1,5 +1,7 @@
 import Foundation
 import HTTPTypes
+import HummingbirdCore
+import Logging
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
@@ -190,7 +192,8 @@ import Testing
     // MARK: - A GET's own chunks
 
     /// The writer frames a `GET`'s frames as chunks itself and writes them past the HTTP
-    /// handlers; the head, the last event and the end go through the encoder. The bytes on the
+    /// handlers; the head goes through them, then they go, and the writer frames the last event
+    /// and the end too. The bytes on the
     /// wire are one well-formed chunked response, in order, whichever way each part went.
     @Test func aGetsFramesAreChunkedByTheWriterAndTheResponseStaysWellFormed() throws {
         let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
@@ -239,7 +242,44 @@ import Testing
         let expected = "retry: 1\n\n" + frames.joined() + "event: end\n\n"
         #expect(body == Array(expected.utf8))
         #expect(chunks == 5, "one chunk per write: the opening, three frames, the last event")
-        #expect(passing.bodies == 2, "only the opening and the last event went through the HTTP handlers")
+        #expect(passing.bodies == 1, "only the opening went through the HTTP handlers (then they were gone)")
+    }
+
+    /// On the bridge's own pipeline (``BridgeChildChannel``'s handlers), a stream that takes the
+    /// connection leaves only the encoder and its writer: the decoder, the version tap, the HTTP
+    /// types codec and the connection-state handler go (an idle reader holds less). What the
+    /// client sends afterwards, a request or bytes that are none, is dropped, and the stream's
+    /// end is still framed: its last event, the empty chunk, the close.
+    @Test func aStreamLeavesOnlyItsWriterAndTheEncoderInThePipeline() throws {
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        let operations = channel.pipeline.syncOperations
+        try operations.configureHTTPServerPipeline(withPipeliningAssistance: false, withErrorHandling: false)
+        try operations.addHandler(HTTPVersionTap())
+        try operations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        try operations.addHandler(HTTPConnectionStateHandler(idleTimeout: .seconds(30), logger: Logger(label: "test")))
+        try operations.addHandler(FrontDoor(.inert))
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        #expect(StreamHandOff.install(stream, on: channel, opening: (Parts.eventStream(), ByteBuffer(string: "retry: 1\n\n"))))
+        // The decoder leaves in a job of the loop, once it has dropped what it held.
+        channel.embeddedEventLoop.run()
+        #expect((try? operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)) == nil)
+        #expect((try? operations.handler(type: HTTPVersionTap.self)) == nil)
+        #expect((try? operations.handler(type: HTTP1ToHTTPServerCodec.self)) == nil)
+        #expect((try? operations.handler(type: HTTPConnectionStateHandler.self)) == nil)
+        #expect((try? operations.handler(type: FrontDoor.self)) == nil)
+        #expect((try? operations.handler(type: HTTPResponseEncoder.self)) != nil)
+        _ = try Self.chunks(channel)
+        try channel.writeInbound(ByteBuffer(string: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n\u{0}\u{1}not http"))
+        stream.enqueue(ByteBuffer(string: "data: 1\n\n"))
+        channel.embeddedEventLoop.run()
+        stream.finish(with: Array("event: end\n\n".utf8))
+        channel.embeddedEventLoop.run()
+        let written = try Self.chunks(channel)
+        #expect(written.payloads == ["data: 1\n\n", "event: end\n\n"] && written.ended, "\(written)")
+        channel.embeddedEventLoop.run()
+        #expect(!channel.isActive)
     }
 
     /// Counts the response bodies that pass it on their way to the socket.

@@ -1,7 +1,10 @@
 import DDPClient
 import HTTPTypes
+import HummingbirdCore
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import Synchronization
 import Timing
 
@@ -21,10 +24,10 @@ import Timing
 ///   client's half-close closes the connection, whose close ends the stream;
 /// - when the stream ends (its ending frame), the response is ended and the connection closed.
 /// - a `GET`'s frames skip the HTTP handlers: the writer frames each write as a chunk itself and
-///   writes it through the HTTP encoder's context, to the socket's end of the pipeline (the
-///   handlers between, Hummingbird's and NIO's, cost more per write than the socket's own work
-///   did for 10,000 readers of a change). The response's head and end, and the stream's last
-///   event, go through them all as any response's do, so each handler sees a whole response.
+///   writes it to the socket's end of the pipeline (the handlers between, Hummingbird's and
+///   NIO's, cost more per write than the socket's own work did for 10,000 readers of a change).
+///   The response's head goes through them all as any response's does; then they go
+///   (``shed(_:)``), and the writer frames the stream's last event and the body's end too.
 ///
 /// Put in the front door's place when a stream takes the connection (``install(_:on:opening:)``):
 /// other requests never pass through it. Used only on its channel's event loop.
@@ -49,6 +52,8 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler, Stream
     /// The body is not framed in chunks (an HTTP/1.0 client's): its bytes go as they are, and
     /// the connection's close ends it.
     private let closeDelimited: Bool
+    /// The HTTP handlers are gone (``shed(_:)``): the response's end is this writer's to frame.
+    private var shed = false
 
     init(encoder: ChannelHandlerContext? = nil, closeDelimited: Bool = false) {
         self.encoder = encoder
@@ -74,7 +79,27 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler, Stream
         guard writer.adopt(stream) else { return false }
         // What only requests need goes: an idle reader holds less.
         operations.removeHandler(door, promise: nil)
+        if encoder != nil { writer.shed(operations) }
         return true
+    }
+
+    /// Once the stream has the connection and its head is written, the HTTP handlers have
+    /// nothing left to do for it: the writer frames every byte after the head itself and writes
+    /// it through the encoder's context (past them all), and what the client sends is dropped.
+    /// So they go, and an idle reader's pipeline is the encoder (the writer's way to the socket:
+    /// nothing is written through it any more) and this writer: the request decoder (and its
+    /// parser), the version tap, the HTTP types codec and the connection-state handler (its idle
+    /// timeout is not a stream's: heartbeats keep it busy, and a stream ends on its own terms)
+    /// are gone. The decoder goes last: what it still holds of a request is dropped.
+    private func shed(_ operations: ChannelPipeline.SynchronousOperations) {
+        func remove<Handler: RemovableChannelHandler>(_ type: Handler.Type) {
+            if let handler = try? operations.handler(type: type) { operations.removeHandler(handler, promise: nil) }
+        }
+        remove(HTTPConnectionStateHandler.self)
+        remove(HTTP1ToHTTPServerCodec.self)
+        remove(HTTPVersionTap.self)
+        remove(ByteToMessageHandler<HTTPRequestDecoder>.self)
+        shed = true
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -264,9 +289,16 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler, Stream
     private func end(with ending: [UInt8], context: ChannelHandlerContext) {
         ended = true
         release()
-        context.write(wrapOutboundOut(.body(ByteBuffer(bytes: ending))), promise: nil)
         let written = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+        if shed, let encoder {
+            // The last chunk, then the empty one that ends a chunked body (a close-delimited body
+            // ends with the close).
+            write(ByteBuffer(bytes: ending), context: context)
+            encoder.writeAndFlush(NIOAny(ByteBuffer(staticString: closeDelimited ? "" : "0\r\n\r\n")), promise: written)
+        } else {
+            context.write(wrapOutboundOut(.body(ByteBuffer(bytes: ending))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+        }
         let channel = context.channel
         closeLater(channel)
         written.futureResult.whenComplete { _ in channel.close(promise: nil) }
