@@ -5,7 +5,7 @@
 /// decision never traps, is the same each time, and keeps its rules: a probe or a stream only
 /// for a plain `GET` (no body, no Origin, no upgrade) that does not ask to close; a stream's
 /// target within its bound with every parameter decodable; a refusal names the problem its
-/// target has.
+/// target has; the router's request goes with a verb the router knows.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
@@ -39,6 +39,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         if RequestClassifier.problem(head.target) != problem { fatalError("a refusal for another problem") }
     case .router(let closes):
         if closes != (head.asksToClose || head.hasUpgrade) { fatalError("closes \(closes) for \(head)") }
+        // A verb the router knows goes as it is; any other as TRACE, which no path takes.
+        let routed = RequestClassifier.routedVerb(for: head.method) ?? head.method
+        if !RequestClassifier.routerVerbs.contains(routed) { fatalError("routed as \(routed), which the router does not know") }
+        if RequestClassifier.routerVerbs.contains(head.method), routed != head.method { fatalError("\(head.method) routed as \(routed)") }
     }
     return 0
 }

@@ -328,9 +328,10 @@ import Testing
 
     @Test func aClientSlowToSendItsRequestIsCutOffWhileAnOpenStreamIsNot() async throws {
         try await BridgeHarness.run(configure: {
-            // A second: a loaded test process can take a few hundred milliseconds between its
-            // connect and its request, and the stream's own connection must not be cut for that.
-            $0.readTimeout = .seconds(1)
+            // Two seconds: a loaded test process can take a few hundred milliseconds between its
+            // connect and its request (in the full parallel run, once over a second: the stream's
+            // own connection was cut before its request came), and it must not be cut for that.
+            $0.readTimeout = .seconds(2)
             $0.heartbeatInterval = .milliseconds(300)
         }) { h in
             let (token, _) = try await h.session()
@@ -347,7 +348,7 @@ import Testing
                 // heartbeats go on until one comes after that.
                 let opened = ContinuousClock.now
                 var beats = await stream.comments
-                while ContinuousClock.now - opened <= .seconds(2) {
+                while ContinuousClock.now - opened <= .seconds(4) {
                     try await stream.waitForComments(beyond: beats)
                     beats = await stream.comments
                 }

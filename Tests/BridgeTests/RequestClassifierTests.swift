@@ -53,4 +53,10 @@ import Testing
         #expect(RequestClassifier.problem(Self.long) == .tooLong(length: Self.long.utf8.count))
         #expect(RequestClassifier.problem("/" + String(repeating: "a", count: 64 * 1024 - 1)) == nil, "64 KiB is taken")
     }
+
+    /// A verb the router knows is routed as it was sent; any other as TRACE, which no path takes.
+    @Test func aVerbTheRouterKnowsOnNoPathIsRoutedAsTrace() {
+        for verb in RequestClassifier.routerVerbs { #expect(RequestClassifier.routedVerb(for: verb) == nil, "\(verb)") }
+        for verb in ["QUERY", "PROPFIND", "get", "BREW", "X"] { #expect(RequestClassifier.routedVerb(for: verb) == "TRACE", "\(verb)") }
+    }
 }

@@ -11,7 +11,7 @@ public struct BridgeRequestContext: RequestContext, RemoteAddressRequestContext 
     /// The client's connection (an event stream hands it to its event loop's writer).
     let channel: any Channel
     /// A verb no route takes (`QUERY`, `PROPFIND`, any token), as the client sent it: the request
-    /// is routed as `TRACE`, which no path takes either (``RequestRunner``).
+    /// is routed as `TRACE`, which no path takes either (``RequestClassifier/routedVerb(for:)``).
     var verbSent: HTTPRequest.Method?
 
     public init(source: ApplicationRequestContextSource) {

@@ -61,8 +61,9 @@ struct BridgeRoutes: Sendable {
     }
 
     /// The verbs the router knows by name: each path that does not take one answers it 405.
-    /// Any other verb is routed as `TRACE` (``RequestRunner``), so it is answered alike.
-    static let answeredVerbs: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options, .trace]
+    /// Any other verb is routed as `TRACE` (``RequestClassifier/routedVerb(for:)``), so it is
+    /// answered alike.
+    static let answeredVerbs = RequestClassifier.routerVerbs.compactMap { HTTPRequest.Method($0) }
 
     /// Registers every route (after the middlewares, which apply to routes added after them),
     /// and, on each path, a 405 with `Allow` for the verbs it does not take: the router's own

@@ -89,6 +89,9 @@ struct RoutedRequest: Sendable {
     let head: HTTPRequest
     let body: ByteBuffer
     let channel: any Channel
+    /// The verb the client sent, when the head is routed as another
+    /// (``RequestClassifier/routedVerb(for:)``).
+    var verbSent: HTTPRequest.Method? = nil
 }
 
 /// The one door of every HTTP request, on its connection's event loop: each request head is
@@ -278,7 +281,13 @@ final class FrontDoor: ChannelDuplexHandler, RemovableChannelHandler {
     /// Hands a request read in full to the router; its answer comes back through ``write(context:data:promise:)``.
     private func hand(_ request: Reading, context: ChannelHandlerContext) {
         responding = request.closes
-        let routed = RoutedRequest(head: request.head, body: request.body ?? ByteBuffer(), channel: context.channel)
+        var head = request.head
+        var verbSent: HTTPRequest.Method?
+        if let verb = RequestClassifier.routedVerb(for: head.method.rawValue).flatMap({ HTTPRequest.Method($0) }) {
+            verbSent = head.method
+            head.method = verb
+        }
+        let routed = RoutedRequest(head: head, body: request.body ?? ByteBuffer(), channel: context.channel, verbSent: verbSent)
         guard rooms.route(routed) else {
             responding = nil
             let refusal = ProbeAnswer(BridgeError(.shuttingDown, "The bridge is shutting down; send the request again elsewhere", retryAfter: 5))

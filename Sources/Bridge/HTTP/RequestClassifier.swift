@@ -93,6 +93,17 @@ enum RequestClassifier {
         return .stream(door)
     }
 
+    /// The verbs the router knows by name (each path answers the ones it does not take 405).
+    static let routerVerbs = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
+
+    /// The verb a request for the router is routed as: verbs are tokens without end, and the
+    /// router knows a path's by name, so one it knows on no path (`QUERY`, `PROPFIND`, any
+    /// token) goes as `TRACE`, which no path takes either: 405 with the path's `Allow` where the
+    /// path exists, 404 where it does not, as for any other verb. `nil`: as it was sent.
+    static func routedVerb(for method: String) -> String? {
+        routerVerbs.contains(method) ? nil : "TRACE"
+    }
+
     /// The path of a target: before its query.
     static func path(of target: String) -> Substring {
         target.firstIndex(of: "?").map { target[..<$0] } ?? target[...]

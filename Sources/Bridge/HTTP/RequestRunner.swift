@@ -53,16 +53,9 @@ final class RequestRunner: Service, Sendable {
     private func answer(_ routed: RoutedRequest) async {
         var logger = self.logger
         logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
-        var head = routed.head
         var context = BridgeRequestContext(source: ApplicationRequestContextSource(channel: routed.channel, logger: logger))
-        // Verbs are tokens without end; the router knows a path's by name. One it knows on no
-        // path is routed as TRACE, which no path takes: 405 with the path's `Allow` where the
-        // path exists, naming the verb sent, and 404 where it does not, as for any other verb.
-        if !BridgeRoutes.answeredVerbs.contains(head.method) {
-            context.verbSent = head.method
-            head.method = .trace
-        }
-        let request = Request(head: head, body: RequestBody(buffer: routed.body))
+        context.verbSent = routed.verbSent
+        let request = Request(head: routed.head, body: RequestBody(buffer: routed.body))
         var response: Response
         do {
             response = try await responder.respond(to: request, context: context)
