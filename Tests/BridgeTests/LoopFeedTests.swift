@@ -107,6 +107,34 @@ import Testing
         #expect(first.map(address) == second.map(address))
     }
 
+    /// A live query's reader on a feed gets each change as the query sees it: a document that
+    /// enters is `added`, one that changes inside is itself, one that leaves is `removed`, one
+    /// outside is nothing; beside it, a reader of the whole collection gets every change as is.
+    @Test func aLiveQuerysReaderOnAFeedGetsWhatEntersAndLeavesItsView() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let query = try Reader(feed, loop: loop, filter: LoopFeedPlacementTests.openTasks)
+        let all = try Reader(feed, loop: loop, filter: StreamFilter(collections: ["tasks"]))
+        let open: EJSONObject = ["done": false]
+        let closed: EJSONObject = ["done": true]
+        let events = [
+            SessionEvent.document(.added(collection: "tasks", id: "a", fields: open), document: open, id: 1),
+            SessionEvent.document(.added(collection: "tasks", id: "b", fields: closed), document: closed, id: 2),
+            SessionEvent.document(
+                .changed(collection: "tasks", id: "a", fields: ["n": 1], cleared: [], previous: [:]), document: ["done": false, "n": 1], id: 3),
+            SessionEvent.document(
+                .changed(collection: "tasks", id: "a", fields: closed, cleared: [], previous: open), document: ["done": true, "n": 1], id: 4)
+        ]
+        feed.post(.events(events))
+        loop.run()
+        let seen = try query.wire()
+        #expect(seen.contains("event: added") && seen.contains("\"a\""), "\(seen)")
+        #expect(!seen.contains("\"b\""), "a document outside the query reached its reader: \(seen)")
+        #expect(seen.contains("event: changed"), "\(seen)")
+        #expect(seen.contains("event: removed"), "a document that left the query was not removed: \(seen)")
+        #expect(try all.wire() == Self.chunk(events))
+    }
+
     /// A stream that joins while the feed still holds an entry takes only what is posted after it
     /// (what came before reached it from the session directly): nothing missed, nothing doubled.
     @Test func aReaderThatJoinsTakesOnlyTheEntriesPostedAfterIt() throws {
@@ -236,8 +264,8 @@ import Testing
     }
 
     /// A user session's streams are delivered as a public reader's are (they stayed with the
-    /// session, a second delivery path), but for a live query's.
-    @Test func aUserSessionsStreamJoinsTheFeedButALiveQuerysStaysWithTheSession() throws {
+    /// session, a second delivery path), a live query's too (it stayed with the session, a third).
+    @Test func aUserSessionsStreamsJoinTheFeedLiveQueriesToo() throws {
         let loop = EmbeddedEventLoop()
         let user = Session.UserIdentity(
             tokenHash: "t", address: "127.0.0.1", key: ClientKey(address: "127.0.0.1", ipv6Prefix: 64), meteorKey: nil, persistent: false)
@@ -246,16 +274,21 @@ import Testing
         #expect(session.attachFromLog(stream, start: .live))
         let reader = try LoopFeedTests.Reader(stream: stream, loop: loop)
         #expect(Self.counts(session) == (1, 0, 1))
-        var live = StreamFilter(collections: ["tasks"])
-        live.selector = try Selector(["done": false])
-        let query = EventStream(filter: live, limit: 1 << 20)
+        let query = EventStream(filter: Self.openTasks, limit: 1 << 20)
         session.state.withLock { state in
             #expect((try? state.machine.admitStream(limit: 10)) != nil)
             session.register(query, in: &state)
         }
         let queryReader = try LoopFeedTests.Reader(stream: query, loop: loop)
-        #expect(Self.counts(session) == (1, 1, 1))
+        #expect(Self.counts(session) == (1, 0, 2))
         withExtendedLifetime((reader, queryReader)) {}
+    }
+
+    /// `tasks` whose `done` is false: a live query.
+    static var openTasks: StreamFilter {
+        var filter = StreamFilter(collections: ["tasks"])
+        filter.selector = try? Selector(["done": false])
+        return filter
     }
 
     /// Across the placement: a batch the session delivered before the writer was known (waiting in

@@ -178,7 +178,7 @@ final class EventStream: Sendable {
     }
 
     /// The most work one change may cost a live query (``Selector/Work``): its match runs where
-    /// changes are delivered, on the session's connection loop. A selector that needs more for
+    /// changes are delivered (the reader's loop, once its writer is known). A selector that needs more for
     /// one document ends its stream (a first match is bounded by the query time budget instead).
     static let liveMatchCeiling = 250_000
 

@@ -10,6 +10,10 @@ import NIOCore
 /// loop that reads the upstream), and a reader that keeps up costs its loop one write of shared
 /// buffers, whatever the number of distinct filters.
 ///
+/// A live query's stream is a member too, but takes the events one by one and matches each
+/// against the documents it holds (its frames are its own: `added` as a document enters,
+/// `removed` as it leaves), on the reader's loop.
+///
 /// What queues while the loop writes goes out together in its next turn, one write per stream
 /// (the changes are not folded: each event is in the turn's bytes). A stream that lags keeps
 /// its backlog in its own bounded buffer (``EventStream``), references to the same buffers, and
@@ -222,7 +226,14 @@ extension LoopFeed {
             var shared: [Int: Turn] = [:]
             // The last group's, without a lookup (most members of a feed share one filter).
             var last: (group: Int, turn: Turn)?
+            // Live queries' writers woken by this turn, rung once for all of them.
+            var wakeups = Wakeups()
+            defer { wakeups.ring() }
             for member in all {
+                if member.stream.filter.selector != nil {
+                    Self.deliver(entries, after: member.from, to: member.stream, into: &wakeups)
+                    continue
+                }
                 let turn: Turn
                 if member.from >= first {
                     turn = Turn(entries, filter: member.stream.filter, after: member.from)
@@ -238,6 +249,22 @@ extension LoopFeed {
                 }
                 if turn.count > 0 { member.writer.value.feed(member.stream, turn) }
                 if let ending = turn.ending { member.stream.finish(with: ending) }
+            }
+        }
+
+        /// A live query's stream takes the turn's events one by one, as the session delivered
+        /// them before its placement (``EventStream/deliver(_:into:)``): each change is matched
+        /// against the ids the stream holds and becomes `added`, itself, `removed` or nothing.
+        /// The matching runs here, on the reader's loop, not on the loop that reads the upstream.
+        private static func deliver(_ entries: [Entry], after: UInt64, to stream: EventStream, into wakeups: inout Wakeups) {
+            for entry in entries where entry.number > after {
+                switch entry.content {
+                case .events(let events):
+                    for event in events { stream.deliver(event, into: &wakeups) }
+                case .finish(let frame):
+                    stream.finish(with: frame)
+                    return
+                }
             }
         }
     }

@@ -92,19 +92,17 @@ extension Session {
         }
     }
 
-    /// A stream admitted and started joins the session's streams. One without a live query goes
-    /// to its writer's loop's feed once that writer is known, whoever's session it is: every such
-    /// stream is delivered one way (docs/ARCHITECTURE.md, "A loop's feed"). A live query's stream
-    /// stays with the session, which matches each change against what the stream holds.
+    /// A stream admitted and started joins the session's streams, and goes to its writer's
+    /// loop's feed once that writer is known, whoever's session it is and whatever its filter:
+    /// every stream is delivered one way (docs/ARCHITECTURE.md, "A loop's feed"); a live query's
+    /// changes are matched there, on the reader's loop.
     func register(_ stream: EventStream, in state: inout State) {
         // The login was lost since the stream was admitted: it gets the same last event.
         if let ending = state.machine.lostLoginEnding { stream.finish(with: ending) }
         let id = ObjectIdentifier(stream)
         state.streams[id] = StreamEntry(stream: stream)
         state.direct[id] = stream
-        if stream.filter.selector == nil {
-            stream.whenWriterKnown { [weak self] stream, waker in self?.place(stream, waker) }
-        }
+        stream.whenWriterKnown { [weak self] stream, waker in self?.place(stream, waker) }
     }
 
     /// Moves a stream to the feed of its writer's loop (``LoopFeed``), on that loop: from now on
