@@ -57,47 +57,6 @@ public struct StreamFilter: Sendable {
 /// doorbell between them. A consumer that lets
 /// the buffer overflow is cut off with a final event; memory never grows past the bound.
 final class EventStream: Sendable {
-    struct State: Sendable {
-        /// The live frames not yet written, each the buffer shared by every stream (a reader
-        /// that lags holds references, not copies): the first on its own, so a reader that keeps
-        /// up (one frame per turn of its writer) allocates no array; the rest after it.
-        var first: ByteBuffer?
-        var more: [ByteBuffer] = []
-        var bytes = 0
-        /// Events waiting (a piece from a feed may hold several).
-        var count = 0
-        var dropped = 0
-        /// The last frame to write before closing (overflow, session ended).
-        var ending: [UInt8]?
-        /// Live queries: ids of the documents currently inside the selector.
-        var matching: Set<String> = []
-        /// What the stream starts with (a replay, or a reset and snapshot): produced at the pace
-        /// the consumer reads, before any live frame, and not counted against the live buffer.
-        /// The writer takes it out while it works on a step (``take()``: it is the only caller).
-        var prelude: StreamPrelude?
-        /// A live query whose first match is still being walked: its events wait in `pending`
-        /// (counted against the live buffer's bound) until the walk knows which documents are
-        /// inside it; then they go through the live query in order.
-        var holdsLive = false
-        var pending: [SessionEvent] = []
-        var pendingBytes = 0
-        /// Wakes the writer (a job on its connection's event loop, ``StreamHandOff``); until it
-        /// is set, a ring is remembered and given to it when it is.
-        var waker: StreamWaker?
-        var rang = false
-        /// Told the stream's writer once it is known (``whenWriterKnown(_:)``).
-        var onWriter: (@Sendable (EventStream, StreamWaker) -> Void)?
-
-        /// The waker to ring now (`nil`: none yet, the ring is remembered).
-        mutating func ring() -> StreamWaker? {
-            guard let waker else {
-                rang = true
-                return nil
-            }
-            return waker
-        }
-    }
-
     /// Bytes of a prelude handed to the writer at a time.
     static let preludeChunk = 64 << 10
     /// The most time one step of a prelude may take on the writer's event loop before it yields
@@ -107,7 +66,7 @@ final class EventStream: Sendable {
     let filter: StreamFilter
     let limit: Int
     let counters: StreamCounters?
-    private let state: LockedState<State>
+    private let state: LockedState<StreamState>
 
     /// How long a prelude may wait on a reader that takes nothing (``StreamHandOff``).
     let stallTimeout: Duration
@@ -122,18 +81,13 @@ final class EventStream: Sendable {
         self.stallTimeout = stallTimeout
         self.clock = clock
         self.counters = counters
-        self.state = LockedState(State())
+        self.state = LockedState(StreamState(limit: limit))
     }
 
     /// Sets what wakes the writer when frames arrive in an empty buffer (or the stream ends);
     /// a ring that came before it is given to it now. `nil` drops it (the writer is gone).
     func setWaker(_ waker: StreamWaker?) {
-        let rang = state.withLock { state in
-            state.waker = waker
-            defer { state.rang = false }
-            return state.rang && waker != nil
-        }
-        if rang { waker?.ring() }
+        if state.withLock({ $0.setWaker(waker) }) { waker?.ring() }
     }
 
     /// Calls `hook` with the stream and its writer's waker once the writer has taken its
@@ -146,10 +100,7 @@ final class EventStream: Sendable {
 
     /// Called by the writer once it has taken the connection over, on its loop.
     func writerKnown(_ waker: StreamWaker) {
-        let hook = state.withLock { state in
-            defer { state.onWriter = nil }
-            return state.onWriter
-        }
+        let hook = state.withLock { $0.takeWriterHook() }
         hook?(self, waker)
     }
 
@@ -163,7 +114,7 @@ final class EventStream: Sendable {
         }
         // Until the first match is known, events wait (in order) for it. Once released, a
         // stream never holds again, so what was seen outside the lock stays true.
-        if let held = state.withLock({ state in Self.hold(event, in: &state, limit: limit) }) {
+        if let held = state.withLock({ $0.hold(event) }) {
             if let waker = held { wakeups.add(waker) }
             return
         }
@@ -172,7 +123,7 @@ final class EventStream: Sendable {
             return
         }
         guard let inside = liveMatch(selector, id, event.document) else { return }
-        if let frame = state.withLock({ state in Self.liveQueryFrame(event, collection: collection, id: id, inside: inside, state: &state) }) {
+        if let frame = state.withLock({ $0.liveQueryFrame(event, collection: collection, id: id, inside: inside) }) {
             enqueue(frame, into: &wakeups)
         }
     }
@@ -196,42 +147,6 @@ final class EventStream: Sendable {
         return nil
     }
 
-    /// Keeps `event` for later while the live query's first match runs: `.some` (with the
-    /// writer to wake when the stream was cut for holding too much), `nil` when not holding.
-    private static func hold(_ event: SessionEvent, in state: inout State, limit: Int) -> StreamWaker?? {
-        guard state.holdsLive else { return nil }
-        guard state.ending == nil else { return .some(nil) }
-        state.pending.append(event)
-        state.pendingBytes += event.frame.readableBytes
-        guard state.pendingBytes > limit else { return .some(nil) }
-        state.dropped += state.pending.count
-        state.pending = []
-        state.pendingBytes = 0
-        state.ending = slowConsumer(limit)
-        return .some(state.ring())
-    }
-
-    /// What a document event becomes for a live query: `added` as it enters, `removed` as it
-    /// leaves, itself while inside, nothing while outside. Under the stream's lock.
-    private static func liveQueryFrame(_ event: SessionEvent, collection: String, id: String, inside: Bool, state: inout State) -> ByteBuffer? {
-        let wasInside = state.matching.contains(id)
-        switch (wasInside, inside) {
-        case (false, true):
-            state.matching.insert(id)
-            guard let document = event.document else { return nil }
-            return SessionEvent.document(.added(collection: collection, id: id, fields: document), document: document, id: event.id).frame
-        case (true, true):
-            return event.frame
-        case (true, false):
-            state.matching.remove(id)
-            if event.kind == .removed { return event.frame }
-            return SessionEvent.document(.removed(collection: collection, id: id, previous: event.document ?? [:]), document: nil, id: event.id)
-                .frame
-        case (false, false):
-            return nil
-        }
-    }
-
     /// The live query's first match is known: the events held meanwhile go through it, in
     /// order (matched outside the lock; events that arrive meanwhile are held and taken next).
     /// Called by the writer, which takes the resulting frames next: no wake-up is needed.
@@ -239,18 +154,7 @@ final class EventStream: Sendable {
         guard let selector = filter.selector else { return }
         var first = true
         while true {
-            let held: [SessionEvent]? = state.withLock { state in
-                if first { state.matching = matching }
-                guard !state.pending.isEmpty else {
-                    state.holdsLive = false
-                    return nil
-                }
-                defer {
-                    state.pending = []
-                    state.pendingBytes = 0
-                }
-                return state.pending
-            }
+            let held = state.withLock { $0.takeHeld(matching: first ? matching : nil) }
             first = false
             guard let held else { return }
             var insides: [Bool] = []
@@ -268,8 +172,7 @@ final class EventStream: Sendable {
                     enqueue(event.frame, into: &wakeups)
                     continue
                 }
-                if let frame = state.withLock({ state in Self.liveQueryFrame(event, collection: collection, id: id, inside: inside, state: &state) })
-                {
+                if let frame = state.withLock({ $0.liveQueryFrame(event, collection: collection, id: id, inside: inside) }) {
                     enqueue(frame, into: &wakeups)
                 }
             }
@@ -279,16 +182,12 @@ final class EventStream: Sendable {
     /// Sets what the stream starts with (before any live frame) and wakes the writer. A live
     /// query's events wait for the walk's first match from now on.
     func start(with prelude: StreamPrelude) {
-        state.withLock { state in
-            state.prelude = prelude
-            if filter.selector != nil, prelude.walk != nil { state.holdsLive = true }
-            return state.ring()
-        }?.ring()
+        state.withLock { $0.start(with: prelude, holdsLive: filter.selector != nil && prelude.walk != nil) }?.ring()
     }
 
     /// Whether the stream still has a prelude to write (a reader making no progress on it is
     /// cut after a while: nothing else would ever cut it without live traffic).
-    var hasPrelude: Bool { state.withLock { $0.prelude != nil || $0.holdsLive } }
+    var hasPrelude: Bool { state.withLock { $0.isStarting } }
 
     /// Adds one frame and wakes the writer if it sleeps; past the limit the buffer is dropped and
     /// the stream ends with a reason.
@@ -301,19 +200,7 @@ final class EventStream: Sendable {
     /// Adds one frame (the fan-out path: no array per event and stream); the writer's wake-up,
     /// if due, joins `wakeups`.
     func enqueue(_ frame: ByteBuffer, into wakeups: inout Wakeups) {
-        if let waker = state.withLock({ state in Self.append(frame, count: 1, to: &state, limit: limit) ? state.ring() : nil }) {
-            wakeups.add(waker)
-        }
-    }
-
-    /// What a loop's feed does with a turn's bytes for this stream (``offer(joined:count:writable:)``).
-    enum Offer {
-        /// Nothing waits before them: the writer writes them now, as they are.
-        case write
-        /// They joined the buffer, which was empty: the writer is due.
-        case wake
-        /// They joined the buffer behind what waits there (or were dropped: the stream is over).
-        case wait
+        if let waker = state.withLock({ $0.append(frame) }) { wakeups.add(waker) }
     }
 
     /// `count` events in `frames`, `bytes` in all (a loop's feed: the same buffers for every
@@ -324,65 +211,14 @@ final class EventStream: Sendable {
     /// While a prelude is being written they wait for it: its writer's own steps take them after
     /// it (the feed's turn does not run a step of it for every such reader). On the writer's
     /// loop, one lock for all of it.
-    func offer(_ frames: [ByteBuffer], bytes: Int, count: Int, writable: Bool) -> Offer {
-        let offer = state.withLock { state -> Offer in
-            let starting = state.prelude != nil || state.holdsLive
-            if writable, !starting, state.first == nil, state.ending == nil, state.waker != nil, bytes <= limit { return .write }
-            let due = Self.append(frames, bytes: bytes, count: count, to: &state, limit: limit) && state.ring() != nil
-            return due && !starting ? .wake : .wait
-        }
+    func offer(_ frames: [ByteBuffer], bytes: Int, count: Int, writable: Bool) -> StreamState.Offer {
+        let offer = state.withLock { $0.offer(frames, bytes: bytes, count: count, writable: writable) }
         if case .write = offer { counters?.delivered.increment(by: count) }
         return offer
     }
 
-    /// Appends under the lock; whether the writer must be woken (the buffer was empty: a
-    /// non-empty buffer has a ring pending already, and the writer takes everything).
-    private static func append(_ frame: ByteBuffer, count: Int, to state: inout State, limit: Int) -> Bool {
-        guard state.ending == nil else {
-            state.dropped += count
-            return false
-        }
-        let wasEmpty = state.first == nil
-        if wasEmpty { state.first = frame } else { state.more.append(frame) }
-        return added(frame.readableBytes, count: count, to: &state, limit: limit) || wasEmpty
-    }
-
-    /// ``append(_:count:to:limit:)`` for several frames (`bytes` in all).
-    private static func append(_ frames: [ByteBuffer], bytes: Int, count: Int, to state: inout State, limit: Int) -> Bool {
-        guard state.ending == nil else {
-            state.dropped += count
-            return false
-        }
-        let wasEmpty = state.first == nil
-        for frame in frames {
-            if state.first == nil { state.first = frame } else { state.more.append(frame) }
-        }
-        return added(bytes, count: count, to: &state, limit: limit) || wasEmpty
-    }
-
-    /// Counts what was appended; past the limit the buffer is dropped and the stream gets its
-    /// last frame (`true`: the writer must be woken to write it).
-    private static func added(_ bytes: Int, count: Int, to state: inout State, limit: Int) -> Bool {
-        state.bytes += bytes
-        state.count += count
-        guard state.bytes <= limit else {
-            state.dropped += state.count
-            state.first = nil
-            state.more = []
-            state.bytes = 0
-            state.count = 0
-            state.ending = slowConsumer(limit)
-            return true
-        }
-        return false
-    }
-
-    private static func slowConsumer(_ limit: Int) -> [UInt8] {
-        SSEFrame.lastError(.slowConsumer, "The stream fell more than \(limit) bytes behind; reconnect with Last-Event-ID to catch up")
-    }
-
     /// Whether the stream has its last frame (cut, or ended): nothing more will be added.
-    var hasEnded: Bool { state.withLock { $0.ending != nil } }
+    var hasEnded: Bool { state.withLock { $0.hasEnded } }
 
     /// The last frame of a stream whose prelude waited `timeout` on a reader that took nothing.
     static func stalled(_ timeout: Duration) -> [UInt8] {
@@ -393,10 +229,7 @@ final class EventStream: Sendable {
 
     /// Ends the stream after what is buffered, with a last frame.
     func finish(with frame: [UInt8]) {
-        state.withLock { state in
-            if state.ending == nil { state.ending = frame }
-            return state.ring()
-        }?.ring()
+        state.withLock { $0.finish(with: frame) }?.ring()
     }
 
     /// What the writer sends next: a chunk of the prelude while there is one, else the buffered
@@ -405,11 +238,7 @@ final class EventStream: Sendable {
     /// copied, outside the lock, into one buffer (one write, one chunk). `more`: a step of the
     /// prelude was taken and more may follow; the writer yields its loop, then calls again.
     func take() -> (bytes: ByteBuffer?, ending: [UInt8]?, more: Bool) {
-        let taken = state.withLock { state -> StreamPrelude? in
-            guard state.ending == nil else { return nil }
-            defer { state.prelude = nil }
-            return state.prelude
-        }
+        let taken = state.withLock { $0.takePrelude() }
         if var prelude = taken {
             // A step runs outside the lock: the session's deliveries are not held up by it.
             switch prelude.next(budget: Self.preludeChunk, slice: Self.preludeSlice, filter: filter) {
@@ -423,15 +252,7 @@ final class EventStream: Sendable {
                 return (Self.joined(frames), nil, true)
             }
         }
-        let (first, more, count, ending, dropped) = state.withLock { state in
-            let taken = (state.first, state.more, state.count, state.ending, state.dropped)
-            state.first = nil
-            state.more = []
-            state.bytes = 0
-            state.count = 0
-            state.dropped = 0
-            return taken
-        }
+        let (first, more, count, ending, dropped) = state.withLock { $0.takeBuffered() }
         if dropped > 0 { counters?.dropped.increment(by: dropped) }
         guard let first else { return (nil, ending, false) }
         counters?.delivered.increment(by: count)
