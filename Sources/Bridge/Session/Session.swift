@@ -137,6 +137,16 @@ public final class Session: Sendable {
             }
             Session.perform(in: state, loop: client.eventLoop, clock: clock) { $0.received(event, now: clock.now) }
             if case .documentsChanged = event { charge(client) }
+            // Requests that came while the attempt that just failed for a definite cause was under
+            // way were left waiting for the next one: it goes now (through the pacer), not at the
+            // end of the backoff, which their deadline may not outlast. (Their own ask came while
+            // the attempt was under way, when there was no backoff to end.) The client enters its
+            // backoff after this event; the ask runs after that, as a job of its loop.
+            if case .stateChanged(.reconnecting(_, _, let cause?)) = event, cause.isDefinite,
+                state.withLock({ !$0.connectionWaiters.isEmpty })
+            {
+                client.retrySoon()
+            }
         }
 
         /// Charges the change in what the session holds (its cache and its event log) to the
