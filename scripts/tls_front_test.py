@@ -253,8 +253,10 @@ class Test:
                    f"page opened them; readyState {[s['readyState'] for s in states]}")  # fmt: skip
         protocols = self.js("return window.streamsTest.protocols();")
         connections = established_to(self.tls_port)
-        self.check("the page and its requests went over h2, on one connection to the front",
-                   protocols.get("page") == "h2" and protocols.get("login") == "h2" and connections == 1,
+        # One connection carries the page's requests and streams; Chromium may hold a second
+        # (it keeps credentialed and uncredentialed requests in separate pools: seen once).
+        self.check(f"the page and its requests went over h2, the {STREAMS} streams on at most two connections to the front",
+                   protocols.get("page") == "h2" and protocols.get("login") == "h2" and 1 <= connections <= 2,
                    f"nextHopProtocol {protocols}; the browser's connections to the TLS port: {connections}")
         per_replica = {name: sse_streams(port) - self.streams_before[name] for name, port in self.bridges.items()}
         self.check(f"all {STREAMS} streams are on the replica holding the session (stickiness through the TLS front)",

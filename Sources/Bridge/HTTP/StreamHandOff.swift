@@ -355,7 +355,13 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler, Stream
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         // The stream's response ends when the stream does, here: an end from elsewhere (the
-        // router's writer of a stream it handed over) is not the stream's.
+        // router's writer of a stream it handed over) is not the stream's. Once the HTTP handlers
+        // are gone, nothing from elsewhere is written at all: what is left toward the socket
+        // takes only this writer's bytes.
+        if shed {
+            promise?.succeed()
+            return
+        }
         if taken, case .end = unwrapOutboundIn(data) {
             promise?.succeed()
             return
