@@ -5,10 +5,11 @@ import NIOCore
 /// under its lock, whatever the number of streams; a job of the loop takes every batch posted
 /// since its last turn, routes each filter's frames once (``Turn``: small frames joined into
 /// one buffer, a large one kept as the shared frame itself, never copied) and hands those same
-/// buffers to each stream of the loop's sink (``StreamSink``), which writes them (framing them
-/// once for all the streams of a filter: the turn keeps what the first sink made). So a change costs the session one post per loop (not one append per stream, on the
-/// loop that reads the upstream), and a reader that keeps up costs its loop one write of shared
-/// buffers, whatever the number of distinct filters.
+/// buffers to each stream's sink (``StreamSink``), which writes them (framed once for all the
+/// streams of a filter: the turn keeps what the first sink made). So a change costs the session
+/// one post per loop (not one append per stream, on the loop that reads the upstream), and a
+/// reader that keeps up costs its loop one write of shared buffers, whatever the number of
+/// distinct filters.
 ///
 /// A live query's stream is a member too, but takes the events one by one and matches each
 /// against the documents it holds (its frames are its own: `added` as a document enters,

@@ -17,7 +17,7 @@ extension BridgeRoutes {
     /// session to look up or bring back, a subscription to make ready).
     @Sendable func events(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let query = try StreamQuery(request)
-        var start = try sessionStreamStart(query, request.headers)
+        var start = try sessionStreamStart(query, request.headers).start
         let session = try await session(request, context)
         let filter: StreamFilter
         switch try attachAtOnce(query, start: start, to: session) {
@@ -62,10 +62,8 @@ extension BridgeRoutes {
     func openSessionStream(_ query: StreamQuery, _ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
         let route = "/v1/events"
         do {
-            let start = try sessionStreamStart(query, head.headerFields)
-            guard let token = RequestInput.credential(head.headerFields)?.token ?? query.token, SessionToken.isSessionToken(token),
-                let session = registry.heldSession(token: token)
-            else { return .route }
+            let (start, token) = try sessionStreamStart(query, head.headerFields)
+            guard SessionToken.isSessionToken(token), let session = registry.heldSession(token: token) else { return .route }
             guard case .attached(let stream) = try attachAtOnce(query, start: start, to: session) else { return .route }
             session.touch()
             return .stream(loopStream(stream, on: channel, route: route) { session.detach(stream) })
@@ -74,14 +72,14 @@ extension BridgeRoutes {
         }
     }
 
-    /// The first step of a session stream's opening, on both doors: where it starts, and that
-    /// the request carries a credential (401 before anything is parsed in proportion to it).
-    func sessionStreamStart(_ query: StreamQuery, _ headers: HTTPFields) throws(BridgeError) -> Session.StreamStart {
+    /// The first step of a session stream's opening, on both doors: where it starts, and the
+    /// credential the request carries (401 before anything is parsed in proportion to it).
+    func sessionStreamStart(_ query: StreamQuery, _ headers: HTTPFields) throws(BridgeError) -> (start: Session.StreamStart, token: String) {
         let start = try query.start()
-        guard RequestInput.credential(headers) != nil || query.token != nil else {
+        guard let token = RequestInput.credential(headers)?.token ?? query.token else {
             throw BridgeError(.noSession, Self.noSessionReason(authorization: headers[.authorization]))
         }
-        return start
+        return (start, token)
     }
 
     /// How a stream's opening went without waiting (``attachAtOnce(_:start:to:)``).
@@ -98,7 +96,7 @@ extension BridgeRoutes {
     /// (``Session/attachFromLog(_:start:)``).
     func attachAtOnce(_ query: StreamQuery, start: Session.StreamStart, to session: Session) throws(BridgeError) -> AtOnce {
         let filter = try query.filter()
-        guard !query.asksForSubscription else { return .mustWait(filter) }
+        guard !query.asksForSubscription, Session.mayAttachFromLog(filter, start: start) else { return .mustWait(filter) }
         let stream = makeStream(filter, counters: registry.metrics.sessionStreams)
         return session.attachFromLog(stream, start: start) ? .attached(stream) : .mustWait(filter)
     }

@@ -85,7 +85,10 @@ extension BridgeRoutes {
     /// and a start from the log, ``Session/attachFromLog(_:start:)``), counted, referenced and
     /// attached, with what ends it; `nil`, with nothing taken, otherwise.
     func readAtOnce(_ opening: PublicStreamOpening, from address: ClientKey) -> (stream: EventStream, finally: @Sendable () -> Void)? {
-        guard let (session, id) = fanout.readyReader(opening.name, opening.params, from: address) else { return nil }
+        // A live query or a snapshot never attaches from the log: no reader's place taken for it.
+        guard Session.mayAttachFromLog(opening.filter, start: opening.start),
+            let (session, id) = fanout.readyReader(opening.name, opening.params, from: address)
+        else { return nil }
         let stream = makeStream(opening.filter, counters: registry.metrics.publicStreams)
         // Ready already: a live stream starts from now, as the route's does once its
         // subscription is ready (what it would replay is what happened while it waited).

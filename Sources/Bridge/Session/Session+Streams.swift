@@ -73,14 +73,13 @@ extension Session {
     /// registered, for any other start or when the session refuses the stream: ``attach(_:start:)``
     /// takes those.
     func attachFromLog(_ stream: EventStream, start: StreamStart) -> Bool {
-        guard stream.filter.selector == nil else { return false }
+        guard Self.mayAttachFromLog(stream.filter, start: start) else { return false }
         return state.withLock { state in
             Session.flush(&state, now: configuration.clock.now)
             let log = state.machine.log
             var prelude: StreamPrelude?
             switch start {
-            case .live: break
-            case .snapshot: return false
+            case .live, .snapshot: break
             case .resume(let after):
                 guard log.holds(after: after) else { return false }
                 if after < log.lastID { prelude = StreamPrelude(head: [], replay: replay(after: after, through: log.lastID)) }
@@ -90,6 +89,15 @@ extension Session {
             register(stream, in: &state)
             return true
         }
+    }
+
+    /// Whether a stream with `filter` starting at `start` may attach from the log alone: no live
+    /// query (its first match reads the cache), no snapshot (the same). A resume may still find
+    /// the log no longer holds its events (``attachFromLog(_:start:)`` says).
+    static func mayAttachFromLog(_ filter: StreamFilter, start: StreamStart) -> Bool {
+        guard filter.selector == nil else { return false }
+        if case .snapshot = start { return false }
+        return true
     }
 
     /// A stream admitted and started joins the session's streams, and goes to its writer's

@@ -135,18 +135,14 @@ public final class Session: Sendable {
                 metrics.reconnects.increment()
                 metrics.countUpstreamFailure(cause)
             }
-            Session.perform(in: state, loop: client.eventLoop, clock: clock) { $0.received(event, now: clock.now) }
+            let waitersLeft = Session.perform(in: state, loop: client.eventLoop, clock: clock) { $0.received(event, now: clock.now) }
             if case .documentsChanged = event { charge(client) }
             // Requests that came while the attempt that just failed for a definite cause was under
             // way were left waiting for the next one: it goes now (through the pacer), not at the
             // end of the backoff, which their deadline may not outlast. (Their own ask came while
             // the attempt was under way, when there was no backoff to end.) The client enters its
             // backoff after this event; the ask runs after that, as a job of its loop.
-            if case .stateChanged(.reconnecting(_, _, let cause?)) = event, cause.isDefinite,
-                state.withLock({ !$0.connectionWaiters.isEmpty })
-            {
-                client.retrySoon()
-            }
+            if waitersLeft { client.retrySoon() }
         }
 
         /// Charges the change in what the session holds (its cache and its event log) to the
@@ -167,20 +163,24 @@ public final class Session: Sendable {
 
     /// Runs `step` on the books under the lock and performs the actions it returns, in order,
     /// under the same lock (so the order is actor → session → stream, as documented).
+    /// `true` when requests that came during a failed attempt are left waiting for the next one.
+    @discardableResult
     static func perform(
         in shared: LockedState<State>, loop: any EventLoop, clock: BridgeClock,
         _ step: (inout SessionStateMachine) -> [SessionStateMachine.Action]
-    ) {
+    ) -> Bool {
         shared.withLock { state in
             let actions = step(&state.machine)
-            perform(actions, on: &state, in: shared, loop: loop, clock: clock)
+            return perform(actions, on: &state, in: shared, loop: loop, clock: clock)
         }
     }
 
+    @discardableResult
     private static func perform(
         _ actions: [SessionStateMachine.Action], on state: inout State, in shared: LockedState<State>, loop: any EventLoop,
         clock: BridgeClock
-    ) {
+    ) -> Bool {
+        var waitersLeft = false
         for action in actions {
             switch action {
             case .deliver(let events):
@@ -190,6 +190,7 @@ public final class Session: Sendable {
                     state.connectionWaiters[number] = nil
                     if let error { waiter.continuation.resume(throwing: error) } else { waiter.continuation.resume() }
                 }
+                if waitingBefore != nil, !state.connectionWaiters.isEmpty { waitersLeft = true }
             case .finishStreams(let ending):
                 finishStreams(with: ending, in: state)
             case .armFlushTimer(let deadline):
@@ -201,6 +202,7 @@ public final class Session: Sendable {
                 }
             }
         }
+        return waitersLeft
     }
 
     /// Everything held in the batch goes out to the streams now (under the lock).
