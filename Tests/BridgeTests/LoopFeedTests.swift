@@ -14,23 +14,23 @@ import Testing
 /// A loop's feed (``LoopFeed``) on one `EmbeddedEventLoop` with real writers: what each stream
 /// gets of the entries posted, in which order, and that a turn's chunk is one buffer for all.
 @Suite struct LoopFeedTests {
-    /// A stream written by a GET's writer on its own channel of `loop`, placed in `feed` as the
-    /// session places it (when its writer is known).
+    /// A stream written by a GET's writer on its own channel of `loop`, joined to `feed` as the
+    /// session joins it (with its start, if any).
     final class Reader {
         let channel: EmbeddedChannel
         let stream: EventStream
 
         convenience init(_ feed: LoopFeed, loop: EmbeddedEventLoop, filter: StreamFilter = StreamFilter()) throws {
-            try self.init(feed, stream: EventStream(filter: filter, limit: 1 << 20), loop: loop)
+            try self.init(feed, stream: EventStream(filter: filter, limit: 1 << 20, loop: loop), loop: loop)
         }
 
-        /// `stream` taken over by its writer; placed in `feed`, if any, as its writer is known.
-        init(_ feed: LoopFeed? = nil, stream: EventStream, loop: EmbeddedEventLoop) throws {
+        /// `stream` joined to `feed`, if any, and taken over by its writer.
+        init(_ feed: LoopFeed? = nil, stream: EventStream, loop: EmbeddedEventLoop, starting prelude: StreamPrelude? = nil) throws {
             channel = EmbeddedChannel(handlers: [HTTPResponseEncoder(), HTTP1ToHTTPServerCodec(secure: false)], loop: loop)
             self.stream = stream
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
             try channel.pipeline.syncOperations.addHandler(FrontDoor(.inert))
-            if let feed { stream.whenWriterKnown { stream, waker in feed.add(stream, writer: waker.writer) } }
+            if let feed { feed.post(.join(stream, prelude)) }
             let head = HTTPResponse(status: .ok, headerFields: [.contentType: "text/event-stream"])
             #expect(StreamHandOff.install(stream, on: channel, opening: (head, ByteBuffer(string: "retry: 1\n\n"))))
             _ = try wire()
@@ -135,8 +135,8 @@ import Testing
         #expect(try all.wire() == Self.chunk(events))
     }
 
-    /// A stream that joins while the feed still holds an entry takes only what is posted after it
-    /// (what came before reached it from the session directly): nothing missed, nothing doubled.
+    /// A stream that joins while the feed still holds an entry takes only what is posted after its
+    /// join (what came before is in its start): nothing missed, nothing doubled.
     @Test func aReaderThatJoinsTakesOnlyTheEntriesPostedAfterIt() throws {
         let loop = EmbeddedEventLoop()
         let feed = LoopFeed(loop: loop)
@@ -186,10 +186,10 @@ import Testing
     @Test func aReaderWithAStartStillToWriteGetsTheFeedsBytesAfterIt() throws {
         let loop = EmbeddedEventLoop()
         let feed = LoopFeed(loop: loop)
-        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20, loop: loop)
         let replayed = Self.event(1)
-        stream.start(with: StreamPrelude(head: [], replay: .init(after: 0, through: 1) { _, _, _ in [replayed] }))
-        let reader = try Reader(feed, stream: stream, loop: loop)
+        let reader = try Reader(
+            feed, stream: stream, loop: loop, starting: StreamPrelude(head: [], replay: .init(after: 0, through: 1) { _, _, _ in [replayed] }))
         feed.post(.events([Self.event(2)]))
         feed.run()
         loop.advanceTime(by: .milliseconds(1))
@@ -201,12 +201,42 @@ import Testing
         let feed = LoopFeed(loop: loop)
         let kept = try Reader(feed, loop: loop)
         let removed = try Reader(feed, loop: loop)
-        feed.remove(removed.stream)
+        feed.post(.leave(ObjectIdentifier(removed.stream)))
         feed.post(.events([Self.event(1)]))
         loop.run()
         #expect(try kept.wire() == Self.chunk([Self.event(1)]))
         #expect(try removed.wire().isEmpty)
         #expect(feed.memberCount == 1)
+    }
+
+    /// A stream whose connection closes before the loop took its join leaves nothing behind: the
+    /// leave follows the join in the feed's order, whatever the loop's turns.
+    @Test func aReaderThatLeavesBeforeItsJoinIsTakenIsNotKept() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20, loop: loop)
+        feed.post(.join(stream, nil))
+        feed.post(.leave(ObjectIdentifier(stream)))
+        feed.post(.events([Self.event(1)]))
+        loop.run()
+        #expect(feed.memberCount == 0)
+        #expect(stream.writer == nil)
+    }
+
+    /// The session's heartbeat reaches every stream of the loop, live queries too, in its place
+    /// among the events.
+    @Test func theHeartbeatReachesEveryStreamInItsPlace() throws {
+        let loop = EmbeddedEventLoop()
+        let feed = LoopFeed(loop: loop)
+        let all = try Reader(feed, loop: loop, filter: StreamFilter(collections: ["notes"]))
+        let query = try Reader(feed, loop: loop, filter: LoopFeedPlacementTests.openTasks)
+        feed.post(.events([Self.event(1)]))
+        feed.post(.heartbeat)
+        loop.run()
+        #expect(
+            try all.wire() == String(SSEFrame.heartbeatBuffer.readableBytes, radix: 16) + "\r\n" + String(buffer: SSEFrame.heartbeatBuffer) + "\r\n")
+        let seen = try query.wire()
+        #expect(seen.contains(String(buffer: SSEFrame.heartbeatBuffer)), "\(seen)")
     }
 
     /// A reader whose socket takes nothing keeps the turn's bytes in its own bounded buffer and
@@ -229,9 +259,8 @@ import Testing
     }
 }
 
-/// Where a session puts its streams: a stream without a live query joins its writer's loop's
-/// feed once the writer is known, whoever's session it is; a live query's stays with the
-/// session; a loop with no stream left loses its feed.
+/// Where a session puts its streams: every stream joins its loop's feed as it is registered,
+/// whoever's session it is, live queries too; a loop with no stream left loses its feed.
 @Suite struct LoopFeedPlacementTests {
     static func session(_ owner: Session.Owner, loop: EmbeddedEventLoop) -> Session {
         var configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:9/websocket")
@@ -241,46 +270,52 @@ import Testing
             budget: MemoryBudget(configuration: configuration))
     }
 
-    static func counts(_ session: Session) -> (feeds: Int, direct: Int, fed: Int) {
-        session.state.withLock { state in (state.feeds.count, state.direct.count, state.streams.values.filter { $0.feed != nil }.count) }
+    static func counts(_ session: Session) -> (feeds: Int, streams: Int) {
+        session.state.withLock { state in (state.feeds.count, state.streams.count) }
     }
 
     @Test func aPublicReaderJoinsItsLoopsFeedAndTheLastOneTakesItAway() throws {
         let loop = EmbeddedEventLoop()
         let session = Self.session(.publicPool, loop: loop)
-        let streams = (0..<2).map { _ in EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20) }
+        let streams = (0..<2).map { _ in EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20, loop: loop) }
         var readers: [LoopFeedTests.Reader] = []
         for stream in streams {
             #expect(session.attachFromLog(stream, start: .live))
-            #expect(Self.counts(session).direct >= 1, "placed before its writer was known")
             readers.append(try LoopFeedTests.Reader(stream: stream, loop: loop))
         }
-        #expect(Self.counts(session) == (1, 0, 2))
+        #expect(Self.counts(session) == (1, 2))
+        let feed = try #require(session.state.withLock { $0.feeds.values.first?.feed })
+        loop.run()
+        #expect(feed.memberCount == 2)
         session.detach(streams[0])
-        #expect(Self.counts(session) == (1, 0, 1))
+        #expect(Self.counts(session) == (1, 1))
         session.detach(streams[1])
-        #expect(Self.counts(session) == (0, 0, 0))
+        #expect(Self.counts(session) == (0, 0))
+        loop.run()
+        #expect(feed.memberCount == 0)
         withExtendedLifetime(readers) {}
     }
 
-    /// A user session's streams are delivered as a public reader's are (they stayed with the
-    /// session, a second delivery path), a live query's too (it stayed with the session, a third).
+    /// A user session's streams are delivered as a public reader's are, a live query's too: one
+    /// delivery path.
     @Test func aUserSessionsStreamsJoinTheFeedLiveQueriesToo() throws {
         let loop = EmbeddedEventLoop()
         let user = Session.UserIdentity(
             tokenHash: "t", address: "127.0.0.1", key: ClientKey(address: "127.0.0.1", ipv6Prefix: 64), meteorKey: nil, persistent: false)
         let session = Self.session(.user(user), loop: loop)
-        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20, loop: loop)
         #expect(session.attachFromLog(stream, start: .live))
         let reader = try LoopFeedTests.Reader(stream: stream, loop: loop)
-        #expect(Self.counts(session) == (1, 0, 1))
-        let query = EventStream(filter: Self.openTasks, limit: 1 << 20)
+        #expect(Self.counts(session) == (1, 1))
+        let query = EventStream(filter: Self.openTasks, limit: 1 << 20, loop: loop)
         session.state.withLock { state in
             #expect((try? state.machine.admitStream(limit: 10)) != nil)
-            session.register(query, in: &state)
+            session.register(query, starting: nil, in: &state)
         }
         let queryReader = try LoopFeedTests.Reader(stream: query, loop: loop)
-        #expect(Self.counts(session) == (1, 0, 2))
+        #expect(Self.counts(session) == (1, 2))
+        loop.run()
+        #expect(session.state.withLock { $0.feeds.values.first?.feed.memberCount } == 2)
         withExtendedLifetime((reader, queryReader)) {}
     }
 
@@ -291,32 +326,32 @@ import Testing
         return filter
     }
 
-    /// Across the placement: a batch the session delivered before the writer was known (waiting in
-    /// the stream's buffer) and one posted to the feed after it reach the reader once each, in
-    /// order, and a later stream of the same loop joins the same feed from there.
-    @Test func batchesBeforeAndAfterThePlacementReachTheReaderOnceEachInOrder() throws {
+    /// Around the writer: a batch delivered before the writer took its connection (kept in the
+    /// stream's buffer by the feed's turn) and one after reach the reader once each, in order,
+    /// and a later stream of the same loop joins the same feed and takes what follows its join.
+    @Test func batchesBeforeAndAfterTheWriterReachTheReaderOnceEachInOrder() throws {
         let loop = EmbeddedEventLoop()
         let session = Self.session(.publicPool, loop: loop)
         let deliver = { (events: [SessionEvent]) in session.state.withLock { Session.deliver(events, in: $0) } }
-        let stream = EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20)
+        let stream = EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20, loop: loop)
         #expect(session.attachFromLog(stream, start: .live))
         let events = (1...4).map { LoopFeedTests.event($0) }
         deliver([events[0]])
+        loop.run()
+        #expect(stream.writer == nil)
         let reader = try LoopFeedTests.Reader(stream: stream, loop: loop)
         deliver([events[1]])
         loop.run()
         #expect(try reader.wire() == LoopFeedTests.chunk([events[0]]) + LoopFeedTests.chunk([events[1]]))
-        // A second stream: placed in the same feed, it takes what is posted after it.
-        let second = EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20)
+        // A second stream joins the same feed and takes what is posted after its join.
+        let second = EventStream(filter: StreamFilter(collections: ["tasks"]), limit: 1 << 20, loop: loop)
         #expect(session.attachFromLog(second, start: .live))
         deliver([events[2]])
         let secondReader = try LoopFeedTests.Reader(stream: second, loop: loop)
         deliver([events[3]])
         loop.run()
-        // The first reader has both from the feed's one turn; the second has the one delivered
-        // to it directly waiting in its buffer, the feed's behind it, and writes them together.
         #expect(try reader.wire() == LoopFeedTests.chunk([events[2], events[3]]))
         #expect(try secondReader.wire() == LoopFeedTests.chunk([events[2], events[3]]))
-        #expect(Self.counts(session) == (1, 0, 2))
+        #expect(Self.counts(session) == (1, 2))
     }
 }

@@ -23,9 +23,9 @@ import Testing
     /// A connection as the server makes it (the HTTP encoder and codec, the front door), its
     /// stream installed with its head and `retry` line, which are read off already.
     static func withHandOff(limit: Int = 1 << 20, _ body: (EmbeddedChannel, StreamHandOff, EventStream) throws -> Void) throws {
-        let stream = EventStream(filter: StreamFilter(), limit: limit)
         let channel = try connection()
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        let stream = EventStream(filter: StreamFilter(), limit: limit, loop: channel.eventLoop)
         #expect(StreamHandOff.install(stream, on: channel, opening: (Parts.eventStream(), ByteBuffer(string: "retry: 1\n\n"))))
         let handOff = try channel.pipeline.syncOperations.handler(type: StreamHandOff.self)
         #expect((try? channel.pipeline.syncOperations.handler(type: FrontDoor.self)) == nil, "the front door left")
@@ -85,7 +85,7 @@ import Testing
 
     /// A reader that keeps up writes the event's own buffer (shared by every stream), not a copy.
     @Test func aLoneFrameIsWrittenAsTheSharedBufferItself() throws {
-        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20, loop: EmbeddedEventLoop())
         let frame = Self.frame("shared")
         stream.enqueue(frame)
         let taken = try #require(stream.take().bytes)
@@ -180,13 +180,18 @@ import Testing
 
     @Test func aConnectionIsTakenOverOnceAndNotWhenClosed() throws {
         try Self.withHandOff { channel, handOff, _ in
-            #expect(!handOff.adopt(EventStream(filter: StreamFilter(), limit: 1024)), "a second stream took the same connection")
-            #expect(!StreamHandOff.install(EventStream(filter: StreamFilter(), limit: 1024), on: channel), "a second writer was installed")
+            #expect(
+                !handOff.adopt(EventStream(filter: StreamFilter(), limit: 1024, loop: channel.eventLoop)), "a second stream took the same connection")
+            #expect(
+                !StreamHandOff.install(EventStream(filter: StreamFilter(), limit: 1024, loop: channel.eventLoop), on: channel),
+                "a second writer was installed")
         }
         let channel = try Self.connection()
         channel.close(promise: nil)
         channel.embeddedEventLoop.run()
-        #expect(!StreamHandOff.install(EventStream(filter: StreamFilter(), limit: 1024), on: channel), "a closed connection was taken over")
+        #expect(
+            !StreamHandOff.install(EventStream(filter: StreamFilter(), limit: 1024, loop: channel.eventLoop), on: channel),
+            "a closed connection was taken over")
     }
 
     // MARK: - A GET's own chunks
@@ -196,10 +201,10 @@ import Testing
     /// and the end too. The bytes on the
     /// wire are one well-formed chunked response, in order, whichever way each part went.
     @Test func aGetsFramesAreChunkedByTheWriterAndTheResponseStaysWellFormed() throws {
-        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
         let passing = BodyCounter()
         let channel = try Self.connection([passing])
         defer { _ = try? channel.finish(acceptAlreadyClosed: true) }
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20, loop: channel.eventLoop)
         let large = String(repeating: "x", count: StreamHandOff.copyLimit + 100)
         let frames = ["data: 1\n\n", "data: \(large)\n\n", "data: 2\n\n"]
         #expect(StreamHandOff.install(stream, on: channel, opening: (Parts.eventStream(), ByteBuffer(string: "retry: 1\n\n"))))
@@ -260,7 +265,7 @@ import Testing
         try operations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
         try operations.addHandler(HTTPConnectionStateHandler(idleTimeout: .seconds(30), logger: Logger(label: "test")))
         try operations.addHandler(FrontDoor(.inert))
-        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20)
+        let stream = EventStream(filter: StreamFilter(), limit: 1 << 20, loop: channel.eventLoop)
         #expect(StreamHandOff.install(stream, on: channel, opening: (Parts.eventStream(), ByteBuffer(string: "retry: 1\n\n"))))
         // The decoder leaves in a job of the loop, once it has dropped what it held.
         channel.embeddedEventLoop.run()
@@ -300,5 +305,15 @@ import Testing
             StreamHandOff.writeHex(value, into: &buffer)
             #expect(String(buffer: buffer) == String(value, radix: 16))
         }
+    }
+}
+
+extension EventStream {
+    /// Adds one frame and rings its writer if due (what a feed's turn does for a stream, one
+    /// frame at a time).
+    func enqueue(_ frame: ByteBuffer) {
+        var wakeups = Wakeups()
+        enqueue(frame, into: &wakeups)
+        wakeups.ring()
     }
 }

@@ -1,6 +1,7 @@
 import CoreMetrics
 public import DDP
 import NIOCore
+import Synchronization
 import Timing
 
 /// What a stream delivers: some collections, one document, or a live query over one collection.
@@ -52,10 +53,12 @@ public struct StreamFilter: Sendable {
     }
 }
 
-/// One SSE consumer: a bounded buffer of encoded frames filled by the session (under its
-/// lock) and drained by the writer (``StreamHandOff``, on the connection's event loop), with a
-/// doorbell between them. A consumer that lets
-/// the buffer overflow is cut off with a final event; memory never grows past the bound.
+/// One SSE consumer: a bounded buffer of encoded frames filled by its loop's feed
+/// (``LoopFeed``) and drained by the writer (``StreamHandOff``), both on the connection's event
+/// loop, where the stream's state lives (``StreamState``, confined to that loop: no lock). Who
+/// ends it from elsewhere (a closed connection, shutdown) hands the ending to the loop. A
+/// consumer that lets the buffer overflow is cut off with a final event; memory never grows
+/// past the bound.
 final class EventStream: Sendable {
     /// Bytes of a prelude handed to the writer at a time.
     static let preludeChunk = 64 << 10
@@ -66,7 +69,12 @@ final class EventStream: Sendable {
     let filter: StreamFilter
     let limit: Int
     let counters: StreamCounters?
-    private let state: LockedState<StreamState>
+    /// The connection's event loop: the stream's state, its feed and its writer are there.
+    let loop: any EventLoop
+    private let state: NIOLoopBoundBox<StreamState>
+    /// Whether the state has its last frame, readable anywhere (shutdown counts the streams
+    /// still ending); set on the loop as the state gets it.
+    private let ended = Atomic<Bool>(false)
 
     /// How long a prelude may wait on a reader that takes nothing (``StreamHandOff``).
     let stallTimeout: Duration
@@ -74,47 +82,46 @@ final class EventStream: Sendable {
     let clock: BridgeClock
 
     init(
-        filter: StreamFilter, limit: Int, stallTimeout: Duration = .seconds(30), clock: BridgeClock = .system, counters: StreamCounters? = nil
+        filter: StreamFilter, limit: Int, loop: any EventLoop, stallTimeout: Duration = .seconds(30), clock: BridgeClock = .system,
+        counters: StreamCounters? = nil
     ) {
         self.filter = filter
         self.limit = limit
+        self.loop = loop
         self.stallTimeout = stallTimeout
         self.clock = clock
         self.counters = counters
-        self.state = LockedState(StreamState(limit: limit))
+        self.state = NIOLoopBoundBox.makeBoxSendingValue(StreamState(limit: limit), eventLoop: loop)
+    }
+
+    /// Runs a step of the machine on the loop, noting when the state gets its last frame.
+    private func withState<Result>(_ body: (inout StreamState) -> Result) -> Result {
+        let result = body(&state.value)
+        if state.value.hasEnded, !ended.load(ordering: .relaxed) { ended.store(true, ordering: .releasing) }
+        return result
     }
 
     /// Sets what wakes the writer when frames arrive in an empty buffer (or the stream ends);
-    /// a ring that came before it is given to it now. `nil` drops it (the writer is gone).
+    /// a ring that came before it is given to it now. `nil` drops it (the writer is gone). On
+    /// the loop.
     func setWaker(_ waker: StreamWaker?) {
-        if state.withLock({ $0.setWaker(waker) }) { waker?.ring() }
+        if withState({ $0.setWaker(waker) }) { waker?.ring() }
     }
 
-    /// Calls `hook` with the stream and its writer's waker once the writer has taken its
-    /// connection (``StreamHandOff/adopt(_:)``, on the writer's event loop); a session places the
-    /// stream in its loop's feed there (``LoopFeed``). The stream is passed, not captured: a
-    /// stream holding a closure that holds it weakly moved every retain of it to a slow path.
-    func whenWriterKnown(_ hook: @escaping @Sendable (EventStream, StreamWaker) -> Void) {
-        state.withLock { $0.onWriter = hook }
-    }
-
-    /// Called by the writer once it has taken the connection over, on its loop.
-    func writerKnown(_ waker: StreamWaker) {
-        let hook = state.withLock { $0.takeWriterHook() }
-        hook?(self, waker)
-    }
+    /// The stream's writer, once it has taken its connection (on the loop): a loop's feed hands
+    /// it the turn's shared buffers; before that, they join the stream's buffer.
+    var writer: NIOLoopBound<any StreamSink>? { state.value.waker?.writer }
 
     /// Routes one session event through the filter (and the live query) into the buffer; the
-    /// writer's wake-up, if one is due, joins `wakeups` (rung once for the whole batch).
+    /// writer's wake-up, if one is due, joins `wakeups` (rung once for the whole batch). On the loop.
     func deliver(_ event: SessionEvent, into wakeups: inout Wakeups) {
         guard filter.passes(event) else { return }
         guard let selector = filter.selector else {
             enqueue(event.frame, into: &wakeups)
             return
         }
-        // Until the first match is known, events wait (in order) for it. Once released, a
-        // stream never holds again, so what was seen outside the lock stays true.
-        if let held = state.withLock({ $0.hold(event) }) {
+        // Until the first match is known, events wait (in order) for it.
+        if let held = withState({ $0.hold(event) }) {
             if let waker = held { wakeups.add(waker) }
             return
         }
@@ -123,7 +130,7 @@ final class EventStream: Sendable {
             return
         }
         guard let inside = liveMatch(selector, id, event.document) else { return }
-        if let frame = state.withLock({ $0.liveQueryFrame(event, collection: collection, id: id, inside: inside) }) {
+        if let frame = withState({ $0.liveQueryFrame(event, collection: collection, id: id, inside: inside) }) {
             enqueue(frame, into: &wakeups)
         }
     }
@@ -148,13 +155,13 @@ final class EventStream: Sendable {
     }
 
     /// The live query's first match is known: the events held meanwhile go through it, in
-    /// order (matched outside the lock; events that arrive meanwhile are held and taken next).
-    /// Called by the writer, which takes the resulting frames next: no wake-up is needed.
+    /// order. Called by the writer, on the loop, which takes the resulting frames next: no
+    /// wake-up is needed.
     private func release(matching: Set<String>) {
         guard let selector = filter.selector else { return }
         var first = true
         while true {
-            let held = state.withLock { $0.takeHeld(matching: first ? matching : nil) }
+            let held = withState { $0.takeHeld(matching: first ? matching : nil) }
             first = false
             guard let held else { return }
             var insides: [Bool] = []
@@ -172,7 +179,7 @@ final class EventStream: Sendable {
                     enqueue(event.frame, into: &wakeups)
                     continue
                 }
-                if let frame = state.withLock({ $0.liveQueryFrame(event, collection: collection, id: id, inside: inside) }) {
+                if let frame = withState({ $0.liveQueryFrame(event, collection: collection, id: id, inside: inside) }) {
                     enqueue(frame, into: &wakeups)
                 }
             }
@@ -180,27 +187,20 @@ final class EventStream: Sendable {
     }
 
     /// Sets what the stream starts with (before any live frame) and wakes the writer. A live
-    /// query's events wait for the walk's first match from now on.
+    /// query's events wait for the walk's first match from now on. On the loop (its feed takes
+    /// the stream with its start, ``LoopFeed/Content/join(_:_:)``).
     func start(with prelude: StreamPrelude) {
-        state.withLock { $0.start(with: prelude, holdsLive: filter.selector != nil && prelude.walk != nil) }?.ring()
+        withState { $0.start(with: prelude, holdsLive: filter.selector != nil && prelude.walk != nil) }?.ring()
     }
 
     /// Whether the stream still has a prelude to write (a reader making no progress on it is
-    /// cut after a while: nothing else would ever cut it without live traffic).
-    var hasPrelude: Bool { state.withLock { $0.isStarting } }
+    /// cut after a while: nothing else would ever cut it without live traffic). On the loop.
+    var hasPrelude: Bool { withState { $0.isStarting } }
 
-    /// Adds one frame and wakes the writer if it sleeps; past the limit the buffer is dropped and
-    /// the stream ends with a reason.
-    func enqueue(_ frame: ByteBuffer) {
-        var wakeups = Wakeups()
-        enqueue(frame, into: &wakeups)
-        wakeups.ring()
-    }
-
-    /// Adds one frame (the fan-out path: no array per event and stream); the writer's wake-up,
-    /// if due, joins `wakeups`.
+    /// Adds one frame, on the loop (past the limit the buffer is dropped and the stream ends with
+    /// a reason); the writer's wake-up, if due, joins `wakeups`.
     func enqueue(_ frame: ByteBuffer, into wakeups: inout Wakeups) {
-        if let waker = state.withLock({ $0.append(frame) }) { wakeups.add(waker) }
+        if let waker = withState({ $0.append(frame) }) { wakeups.add(waker) }
     }
 
     /// `count` events in `frames`, `bytes` in all (a loop's feed: the same buffers for every
@@ -209,16 +209,16 @@ final class EventStream: Sendable {
     /// delivered and written by the caller at once; else they are buffered as any frame is (past
     /// the limit the stream is cut as a slow consumer, as a session's own delivery cuts it).
     /// While a prelude is being written they wait for it: its writer's own steps take them after
-    /// it (the feed's turn does not run a step of it for every such reader). On the writer's
-    /// loop, one lock for all of it.
+    /// it (the feed's turn does not run a step of it for every such reader). On the loop.
     func offer(_ frames: [ByteBuffer], bytes: Int, count: Int, writable: Bool) -> StreamState.Offer {
-        let offer = state.withLock { $0.offer(frames, bytes: bytes, count: count, writable: writable) }
+        let offer = withState { $0.offer(frames, bytes: bytes, count: count, writable: writable) }
         if case .write = offer { counters?.delivered.increment(by: count) }
         return offer
     }
 
-    /// Whether the stream has its last frame (cut, or ended): nothing more will be added.
-    var hasEnded: Bool { state.withLock { $0.hasEnded } }
+    /// Whether the stream has its last frame (cut, or ended): nothing more will be added. Read
+    /// anywhere.
+    var hasEnded: Bool { ended.load(ordering: .acquiring) }
 
     /// The last frame of a stream whose prelude waited `timeout` on a reader that took nothing.
     static func stalled(_ timeout: Duration) -> [UInt8] {
@@ -227,32 +227,36 @@ final class EventStream: Sendable {
             "The stream's start waited \(timeout) for a reader that took nothing (the --stream-stall-timeout); reconnect with Last-Event-ID to go on")
     }
 
-    /// Ends the stream after what is buffered, with a last frame.
+    /// Ends the stream after what is buffered, with a last frame: now on the loop, else in a job
+    /// of it (a closed connection, shutdown, a lost login).
     func finish(with frame: [UInt8]) {
-        state.withLock { $0.finish(with: frame) }?.ring()
+        guard loop.inEventLoop else {
+            loop.execute { self.finish(with: frame) }
+            return
+        }
+        withState { $0.finish(with: frame) }?.ring()
     }
 
     /// What the writer sends next: a chunk of the prelude while there is one, else the buffered
-    /// live frames (swapped out under the lock), and the ending if the stream is over. One frame
-    /// is the shared buffer itself (no copy: the common case of a reader keeping up); several are
-    /// copied, outside the lock, into one buffer (one write, one chunk). `more`: a step of the
+    /// live frames, and the ending if the stream is over. One frame is the shared buffer itself
+    /// (no copy: the common case of a reader keeping up); several are copied into one buffer
+    /// (one write, one chunk). `more`: a step of the
     /// prelude was taken and more may follow; the writer yields its loop, then calls again.
     func take() -> (bytes: ByteBuffer?, ending: [UInt8]?, more: Bool) {
-        let taken = state.withLock { $0.takePrelude() }
+        let taken = withState { $0.takePrelude() }
         if var prelude = taken {
-            // A step runs outside the lock: the session's deliveries are not held up by it.
             switch prelude.next(budget: Self.preludeChunk, slice: Self.preludeSlice, filter: filter) {
             case .failed(let frame):
                 finish(with: frame)
             case .done:
                 if filter.selector != nil { release(matching: prelude.finishedMatching ?? []) }
             case .frames(let frames):
-                state.withLock { $0.prelude = prelude }
+                withState { $0.prelude = prelude }
                 counters?.delivered.increment(by: frames.count)
                 return (Self.joined(frames), nil, true)
             }
         }
-        let (first, more, count, ending, dropped) = state.withLock { $0.takeBuffered() }
+        let (first, more, count, ending, dropped) = withState { $0.takeBuffered() }
         if dropped > 0 { counters?.dropped.increment(by: dropped) }
         guard let first else { return (nil, ending, false) }
         counters?.delivered.increment(by: count)

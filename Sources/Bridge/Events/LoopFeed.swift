@@ -1,15 +1,17 @@
 import NIOCore
 
-/// The streams of one session whose writers run on one event loop, served by a job of that loop
-/// (docs/ARCHITECTURE.md, "A loop's feed"). The session posts each batch of events here once,
-/// under its lock, whatever the number of streams; a job of the loop takes every batch posted
-/// since its last turn, routes each filter's frames once (``Turn``: small frames joined into
-/// one buffer, a large one kept as the shared frame itself, never copied) and hands those same
+/// The streams of one session on one event loop, served by a job of that loop
+/// (docs/ARCHITECTURE.md, "A loop's feed"): the only way from a session to its streams. The
+/// session posts each batch of events here once, under its lock, whatever the number of
+/// streams; a stream joins (with its start) and leaves as an entry too, so what it takes is
+/// exactly what was posted between the two. A job of the loop takes every entry posted since
+/// its last turn, routes each filter's frames once (``Turn``: small frames joined into one
+/// buffer, a large one kept as the shared frame itself, never copied) and hands those same
 /// buffers to each stream's sink (``StreamSink``), which writes them (framed once for all the
-/// streams of a filter: the turn keeps what the first sink made). So a change costs the session
-/// one post per loop (not one append per stream, on the loop that reads the upstream), and a
-/// reader that keeps up costs its loop one write of shared buffers, whatever the number of
-/// distinct filters.
+/// streams of a filter: the turn keeps what the first sink made); a stream whose writer has not
+/// taken its connection yet keeps them in its buffer. So a change costs the session one post per
+/// loop (not one append per stream, on the loop that reads the upstream), and a reader that
+/// keeps up costs its loop one write of shared buffers, whatever the number of distinct filters.
 ///
 /// A live query's stream is a member too, but takes the events one by one and matches each
 /// against the documents it holds (its frames are its own: `added` as a document enters,
@@ -20,18 +22,25 @@ import NIOCore
 /// its backlog in its own bounded buffer (``EventStream``), references to the same buffers, and
 /// a turn's bytes larger than that bound cut the stream as a slow consumer, written or not.
 ///
-/// Order: entries are numbered as they are posted, under the session's lock, and a stream that
-/// joins (under the same lock) takes only the entries posted after it; what came before reached
-/// it directly from the session. A session's last frame is an entry too, behind its events.
+/// Order: entries are numbered as they are posted, under the session's lock; a stream takes the
+/// entries after its `join` (its start comes first: a replay of the log up to it, or a
+/// snapshot). A session's last frame is an entry too, behind its events.
 ///
-/// Members are touched on the loop only; the queue is behind its own lock, taken after the
-/// session's (post) or alone (the loop's job).
+/// Members, and every stream's state, are touched on the loop only; the queue is behind its own
+/// lock, taken after the session's (post) or alone (the loop's job).
 final class LoopFeed: Sendable {
     /// What the session posts.
     enum Content: Sendable {
         case events([SessionEvent])
         /// The session's last frame for its streams (it is closing).
         case finish([UInt8])
+        /// A stream joins, with what it starts with (``EventStream/start(with:)``): it takes
+        /// the entries after this one.
+        case join(EventStream, StreamPrelude?)
+        /// A stream leaves (its connection closed): it takes nothing more.
+        case leave(ObjectIdentifier)
+        /// A comment line to every stream, so proxies keep idle streams open.
+        case heartbeat
     }
 
     struct Entry: Sendable {
@@ -47,12 +56,12 @@ final class LoopFeed: Sendable {
 
     let loop: any EventLoop
     private let queue = LockedState(Queue())
-    private let members: NIOLoopBound<Members>
+    private let members: NIOLoopBoundBox<Members>
 
-    /// On `loop` (its members are the loop's alone).
+    /// Made anywhere (by the session, under its lock); its members are the loop's alone.
     init(loop: any EventLoop) {
         self.loop = loop
-        members = NIOLoopBound(Members(), eventLoop: loop)
+        members = NIOLoopBoundBox.makeBoxSendingValue(Members(), eventLoop: loop)
     }
 
     /// Posts one entry (under the session's lock, in order) and wakes the loop's job unless one is
@@ -65,24 +74,6 @@ final class LoopFeed: Sendable {
             return !queue.scheduled
         }
         if wake { loop.execute { self.run() } }
-    }
-
-    /// Adds a stream, written by `writer`, on the loop and under the session's lock: it takes the
-    /// entries posted from now on.
-    func add(_ stream: EventStream, writer: NIOLoopBound<any StreamSink>) {
-        let from = queue.withLock { $0.posted }
-        members.value.add(stream, writer: writer, from: from)
-    }
-
-    /// Removes a stream (on the loop now, or in a job of it).
-    func remove(_ stream: EventStream) {
-        let id = ObjectIdentifier(stream)
-        if loop.inEventLoop {
-            members.value.remove(id)
-        } else {
-            let members = self.members
-            loop.execute { members.value.remove(id) }
-        }
     }
 
     /// The loop's job: every entry posted since its last turn, to every member.
@@ -121,6 +112,10 @@ extension LoopFeed {
                     for event in events where filter.passes(event) { matched.append(event.frame) }
                 case .finish(let frame):
                     ending = frame
+                case .heartbeat:
+                    matched.append(SSEFrame.heartbeatBuffer)
+                case .join, .leave:
+                    break
                 }
                 if ending != nil { break }
             }
@@ -170,8 +165,8 @@ extension LoopFeed {
     final class Members {
         struct Member {
             let stream: EventStream
-            let writer: NIOLoopBound<any StreamSink>
-            /// The last entry it had from the session directly (it takes those after).
+            /// It takes the entries after this one (the last before its `join` that carries
+            /// something).
             let from: UInt64
             let group: Int
         }
@@ -187,8 +182,8 @@ extension LoopFeed {
         private var groups: [GroupKey: (id: Int, count: Int)] = [:]
         private var nextGroup = 0
 
-        func add(_ stream: EventStream, writer: NIOLoopBound<any StreamSink>, from: UInt64) {
-            // A stream is placed once (``Session``'s books say where it is); a second add is ignored.
+        private func add(_ stream: EventStream, from: UInt64) {
+            // A stream joins once (``Session``'s books say where it is); a second join is ignored.
             guard index[ObjectIdentifier(stream)] == nil else { return }
             let key = GroupKey(collections: stream.filter.collections, documentID: stream.filter.documentID)
             let group: Int
@@ -201,12 +196,12 @@ extension LoopFeed {
                 groups[key] = (group, 1)
             }
             index[ObjectIdentifier(stream)] = all.count
-            all.append(Member(stream: stream, writer: writer, from: from, group: group))
+            all.append(Member(stream: stream, from: from, group: group))
         }
 
         var count: Int { all.count }
 
-        func remove(_ id: ObjectIdentifier) {
+        private func remove(_ id: ObjectIdentifier) {
             guard let at = index.removeValue(forKey: id) else { return }
             let member = all[at]
             let last = all.count - 1
@@ -220,10 +215,29 @@ extension LoopFeed {
             groups[key] = held.count > 1 ? (held.id, held.count - 1) : nil
         }
 
-        /// The entries (`first` the number of the first) to every member: each group's frames
-        /// routed once (a member that joined after the first entry routes its own), added to the
-        /// member's buffer, and written at once when its writer was waiting for them.
+        /// The entries (`first` the number of the first) to every member: the streams that join
+        /// or leave first (in order; one that joins starts, and takes only the entries after its
+        /// join), then each group's frames routed once (a member that joined in this turn routes
+        /// its own), handed to the member's writer, or kept in its buffer until it has one.
         func route(_ entries: [Entry], first: UInt64) {
+            var carries = false
+            // A stream takes the entries after the last one that carries something before its
+            // join: streams that join ahead of a turn's first content share its routing.
+            var lastContent = first - 1
+            for entry in entries {
+                switch entry.content {
+                case .join(let stream, let prelude):
+                    add(stream, from: lastContent)
+                    if let prelude { stream.start(with: prelude) }
+                case .leave(let id):
+                    remove(id)
+                case .events, .finish, .heartbeat:
+                    carries = true
+                    lastContent = entry.number
+                }
+            }
+            // A turn of joins and leaves alone (readers opening) walks no member.
+            guard carries else { return }
             var shared: [Int: Turn] = [:]
             // The last group's, without a lookup (most members of a feed share one filter).
             var last: (group: Int, turn: Turn)?
@@ -248,23 +262,33 @@ extension LoopFeed {
                     shared[member.group] = turn
                     last = (member.group, turn)
                 }
-                if turn.count > 0 { member.writer.value.feed(member.stream, turn) }
+                if turn.count > 0 {
+                    if let writer = member.stream.writer {
+                        writer.value.feed(member.stream, turn)
+                    } else {
+                        _ = member.stream.offer(turn.frames, bytes: turn.bytes, count: turn.count, writable: false)
+                    }
+                }
                 if let ending = turn.ending { member.stream.finish(with: ending) }
             }
         }
 
-        /// A live query's stream takes the turn's events one by one, as the session delivered
-        /// them before its placement (``EventStream/deliver(_:into:)``): each change is matched
-        /// against the ids the stream holds and becomes `added`, itself, `removed` or nothing.
-        /// The matching runs here, on the reader's loop, not on the loop that reads the upstream.
+        /// A live query's stream takes the turn's events one by one
+        /// (``EventStream/deliver(_:into:)``): each change is matched against the ids the
+        /// stream holds and becomes `added`, itself, `removed` or nothing. The matching runs
+        /// here, on the reader's loop, not on the loop that reads the upstream.
         private static func deliver(_ entries: [Entry], after: UInt64, to stream: EventStream, into wakeups: inout Wakeups) {
             for entry in entries where entry.number > after {
                 switch entry.content {
                 case .events(let events):
                     for event in events { stream.deliver(event, into: &wakeups) }
+                case .heartbeat:
+                    stream.enqueue(SSEFrame.heartbeatBuffer, into: &wakeups)
                 case .finish(let frame):
                     stream.finish(with: frame)
                     return
+                case .join, .leave:
+                    continue
                 }
             }
         }

@@ -5,8 +5,8 @@ import NIOCore
 /// frames delivered, a turn of a loop's feed offered, a start, an ending, the writer taking what
 /// waits) and what the shell must do then (ring the writer's waker, write at once). Pure: no
 /// lock, no I/O, no clock; tested without sockets (`StreamStateTests`). ``EventStream`` is its
-/// shell: it holds the state behind its lock, runs the live query's matching outside it, and
-/// rings what the machine returns.
+/// shell: it holds the state on its connection's event loop, runs the live query's matching,
+/// and rings what the machine returns.
 ///
 /// Its bound: the live frames waiting, and a live query's events held while its first match
 /// runs, are each at most `limit` bytes; past it the waiting bytes are dropped and the stream
@@ -41,8 +41,6 @@ struct StreamState: Sendable {
     /// Wakes the writer; until it is set, a ring is remembered and given to it when it is.
     private(set) var waker: StreamWaker?
     private(set) var rang = false
-    /// Told the stream's writer once it is known.
-    var onWriter: (@Sendable (EventStream, StreamWaker) -> Void)?
 
     init(limit: Int) {
         self.limit = limit
@@ -70,12 +68,6 @@ struct StreamState: Sendable {
         self.waker = waker
         defer { rang = false }
         return rang && waker != nil
-    }
-
-    /// The hook to call once the writer is known, taken (it is called once).
-    mutating func takeWriterHook() -> (@Sendable (EventStream, StreamWaker) -> Void)? {
-        defer { onWriter = nil }
-        return onWriter
     }
 
     // MARK: - Live frames

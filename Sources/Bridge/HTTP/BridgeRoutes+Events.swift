@@ -20,7 +20,7 @@ extension BridgeRoutes {
         var start = try sessionStreamStart(query, request.headers).start
         let session = try await session(request, context)
         let filter: StreamFilter
-        switch try attachAtOnce(query, start: start, to: session) {
+        switch try attachAtOnce(query, start: start, to: session, on: context.channel.eventLoop) {
         case .attached(let stream):
             return sseResponse(stream, request, context) { session.detach(stream) }
         case .mustWait(let waiting):
@@ -40,7 +40,7 @@ extension BridgeRoutes {
                 owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout, transient: true)
         }
         let ownedID = subscription?.id
-        let stream = makeStream(filter, counters: registry.metrics.sessionStreams)
+        let stream = makeStream(filter, counters: registry.metrics.sessionStreams, on: context.channel.eventLoop)
         do {
             try await session.attach(stream, start: start)
         } catch {
@@ -56,7 +56,7 @@ extension BridgeRoutes {
     /// `GET /v1/events` on its connection's event loop (``FrontDoor``): the route's steps
     /// (``events(_:_:)``) as far as they go without waiting: where the stream starts, a
     /// credential (before anything is parsed in proportion to the request), the session when this
-    /// bridge holds it (``SessionRegistry/heldSession(token:)``), then ``attachAtOnce(_:start:to:)``.
+    /// bridge holds it (``SessionRegistry/heldSession(token:)``), then ``attachAtOnce(_:start:to:on:)``.
     /// A refusal is the route's, the same bytes; a stream that must wait is left to the route,
     /// with nothing taken.
     func openSessionStream(_ query: StreamQuery, _ head: HTTPRequest, on channel: any Channel) -> LoopOpening {
@@ -64,7 +64,7 @@ extension BridgeRoutes {
         do {
             let (start, token) = try sessionStreamStart(query, head.headerFields)
             guard SessionToken.isSessionToken(token), let session = registry.heldSession(token: token) else { return .route }
-            guard case .attached(let stream) = try attachAtOnce(query, start: start, to: session) else { return .route }
+            guard case .attached(let stream) = try attachAtOnce(query, start: start, to: session, on: channel.eventLoop) else { return .route }
             session.touch()
             return .stream(loopStream(stream, on: channel, route: route) { session.detach(stream) })
         } catch {
@@ -82,7 +82,7 @@ extension BridgeRoutes {
         return (start, token)
     }
 
-    /// How a stream's opening went without waiting (``attachAtOnce(_:start:to:)``).
+    /// How a stream's opening went without waiting (``attachAtOnce(_:start:to:on:)``).
     enum AtOnce {
         /// Attached, from the session's log.
         case attached(EventStream)
@@ -94,17 +94,17 @@ extension BridgeRoutes {
     /// The second step, on both doors, once the session is known: the filter is read (400), and a
     /// stream that holds no subscription and starts from the log is attached at once
     /// (``Session/attachFromLog(_:start:)``).
-    func attachAtOnce(_ query: StreamQuery, start: Session.StreamStart, to session: Session) throws(BridgeError) -> AtOnce {
+    func attachAtOnce(_ query: StreamQuery, start: Session.StreamStart, to session: Session, on loop: any EventLoop) throws(BridgeError) -> AtOnce {
         let filter = try query.filter()
         guard !query.asksForSubscription, Session.mayAttachFromLog(filter, start: start) else { return .mustWait(filter) }
-        let stream = makeStream(filter, counters: registry.metrics.sessionStreams)
+        let stream = makeStream(filter, counters: registry.metrics.sessionStreams, on: loop)
         return session.attachFromLog(stream, start: start) ? .attached(stream) : .mustWait(filter)
     }
 
-    /// A stream with the bridge's buffer limit, stall timeout and clock.
-    func makeStream(_ filter: StreamFilter, counters: StreamCounters) -> EventStream {
+    /// A stream with the bridge's buffer limit, stall timeout and clock, on its connection's loop.
+    func makeStream(_ filter: StreamFilter, counters: StreamCounters, on loop: any EventLoop) -> EventStream {
         EventStream(
-            filter: filter, limit: configuration.streamBufferLimit, stallTimeout: configuration.streamStallTimeout,
+            filter: filter, limit: configuration.streamBufferLimit, loop: loop, stallTimeout: configuration.streamStallTimeout,
             clock: configuration.clock, counters: counters)
     }
 

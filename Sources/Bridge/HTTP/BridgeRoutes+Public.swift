@@ -21,13 +21,15 @@ extension BridgeRoutes {
         let query = try StreamQuery(request)
         let opening = try publicStreamOpening(query)
         let address = RequestInput.clientKey(request, context, configuration: configuration)
-        if let reader = readAtOnce(opening, from: address) { return sseResponse(reader.stream, request, context, finally: reader.finally) }
+        if let reader = readAtOnce(opening, from: address, on: context.channel.eventLoop) {
+            return sseResponse(reader.stream, request, context, finally: reader.finally)
+        }
         var start = opening.start
         try fanout.admitReader(from: address)
         let session: Session
         let id: String
         let before: UInt64
-        let stream = makeStream(opening.filter, counters: registry.metrics.publicStreams)
+        let stream = makeStream(opening.filter, counters: registry.metrics.publicStreams, on: context.channel.eventLoop)
         do {
             (session, id, before) = try await fanout.subscribe(opening.name, opening.params, from: address)
         } catch {
@@ -50,7 +52,7 @@ extension BridgeRoutes {
 
     /// `GET /v1/public/events` on its connection's event loop (``FrontDoor``): the route's steps
     /// (``publicEvents(_:_:)``) as far as they go without waiting, ``publicStreamOpening(_:)`` then
-    /// ``readAtOnce(_:from:)``. A refusal is the route's, the same bytes; a reader that must wait
+    /// ``readAtOnce(_:from:on:)``. A refusal is the route's, the same bytes; a reader that must wait
     /// (a subscription not ready, a snapshot, a live query, a reader limit) is left to the route,
     /// with nothing taken. Opening readers of a busy publication was the request path's hops (a
     /// task per connection, the router, the hand-off back to the loop): docs/PERFORMANCE.md.
@@ -60,7 +62,7 @@ extension BridgeRoutes {
         do { opening = try publicStreamOpening(query) } catch { return .refuse(ProbeAnswer(error), route: route) }
         let address = configuration.clientKey(
             RequestInput.clientAddress(head.headerFields, peer: channel.remoteAddress, configuration: configuration))
-        guard let reader = readAtOnce(opening, from: address) else { return .route }
+        guard let reader = readAtOnce(opening, from: address, on: channel.eventLoop) else { return .route }
         return .stream(loopStream(reader.stream, on: channel, route: route, finally: reader.finally))
     }
 
@@ -84,12 +86,14 @@ extension BridgeRoutes {
     /// subscription held and ready on a connection that is up, ``PublicFanout/readyReader(_:_:from:)``,
     /// and a start from the log, ``Session/attachFromLog(_:start:)``), counted, referenced and
     /// attached, with what ends it; `nil`, with nothing taken, otherwise.
-    func readAtOnce(_ opening: PublicStreamOpening, from address: ClientKey) -> (stream: EventStream, finally: @Sendable () -> Void)? {
+    func readAtOnce(_ opening: PublicStreamOpening, from address: ClientKey, on loop: any EventLoop) -> (
+        stream: EventStream, finally: @Sendable () -> Void
+    )? {
         // A live query or a snapshot never attaches from the log: no reader's place taken for it.
         guard Session.mayAttachFromLog(opening.filter, start: opening.start),
             let (session, id) = fanout.readyReader(opening.name, opening.params, from: address)
         else { return nil }
-        let stream = makeStream(opening.filter, counters: registry.metrics.publicStreams)
+        let stream = makeStream(opening.filter, counters: registry.metrics.publicStreams, on: loop)
         // Ready already: a live stream starts from now, as the route's does once its
         // subscription is ready (what it would replay is what happened while it waited).
         guard session.attachFromLog(stream, start: opening.start) else {

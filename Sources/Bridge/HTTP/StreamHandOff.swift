@@ -12,8 +12,9 @@ import Timing
 /// its head, it hands the stream here (``adopt(_:)``) and returns; from then on the connection
 /// belongs to this handler, on its channel's event loop, with no Swift task behind it:
 ///
-/// - the stream's doorbell is a job on this loop: when frames arrive in its buffer (under the
-///   session's lock, on whatever thread delivered them), the loop writes them, as one write;
+/// - its loop's feed hands it each turn's shared bytes (``feed(_:_:)``), written at once when
+///   nothing waits before them; the stream's doorbell (a job on this loop) writes what waits in
+///   its buffer, as one write;
 /// - while the socket is not writable (the channel is past its high watermark) nothing is taken
 ///   from the stream, so its frames wait in the stream's bounded buffer, and a reader that lets
 ///   that overflow is cut with a last event (``EventStream``); when the socket drains
@@ -68,6 +69,8 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler, Stream
     /// (the request never reached the router): the writer writes them, through every handler
     /// that looks at a response, as a routed answer's are.
     static func install(_ stream: EventStream, on channel: any Channel, opening: (head: HTTPResponse, body: ByteBuffer)? = nil) -> Bool {
+        // A stream lives on its connection's loop (``EventStream``): one made for another is refused.
+        guard stream.loop === channel.eventLoop else { return false }
         let operations = channel.pipeline.syncOperations
         guard let door = try? operations.handler(type: FrontDoor.self) else { return false }
         let encoder = BridgeChildChannel.encoderContext(operations)
@@ -126,7 +129,6 @@ final class StreamHandOff: ChannelDuplexHandler, RemovableChannelHandler, Stream
         stream.setWaker(waker)
         try? context.channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: Self.socketSendBuffer)
         context.read()
-        stream.writerKnown(waker)
         return true
     }
 

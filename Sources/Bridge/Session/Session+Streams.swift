@@ -9,10 +9,9 @@ extension Session {
     /// A comment line to every open stream, so proxies keep idle streams open (the registry
     /// calls this for all sessions: one task, rather than one per stream).
     func heartbeat() {
-        let streams = state.withLock { $0.streams.values.map(\.stream) }
-        var wakeups = Wakeups()
-        for stream in streams { stream.enqueue(SSEFrame.heartbeatBuffer, into: &wakeups) }
-        wakeups.ring()
+        state.withLock { state in
+            for (feed, _) in state.feeds.values { feed.post(.heartbeat) }
+        }
     }
 
     /// Where a new stream starts.
@@ -60,8 +59,7 @@ extension Session {
                         prelude = snapshot(cache, filter, id: lastID, reason: reason)
                     }
                 }
-                if let prelude { stream.start(with: prelude) }
-                register(stream, in: &state)
+                register(stream, starting: prelude, in: &state)
             }
         }
     }
@@ -85,8 +83,7 @@ extension Session {
                 if after < log.lastID { prelude = StreamPrelude(head: [], replay: replay(after: after, through: log.lastID)) }
             }
             guard (try? state.machine.admitStream(limit: configuration.maxStreamsPerSession)) != nil else { return false }
-            if let prelude { stream.start(with: prelude) }
-            register(stream, in: &state)
+            register(stream, starting: prelude, in: &state)
             return true
         }
     }
@@ -100,40 +97,25 @@ extension Session {
         return true
     }
 
-    /// A stream admitted and started joins the session's streams, and goes to its writer's
-    /// loop's feed once that writer is known, whoever's session it is and whatever its filter:
-    /// every stream is delivered one way (docs/ARCHITECTURE.md, "A loop's feed"); a live query's
-    /// changes are matched there, on the reader's loop.
-    func register(_ stream: EventStream, in state: inout State) {
+    /// A stream admitted joins the session's streams and the feed of its loop, with what it
+    /// starts with (under the lock: it takes every batch from the next on, and nothing before),
+    /// whoever's session it is and whatever its filter: every stream is delivered one way
+    /// (docs/ARCHITECTURE.md, "A loop's feed"); a live query's changes are matched there, on
+    /// the reader's loop.
+    func register(_ stream: EventStream, starting prelude: StreamPrelude?, in state: inout State) {
         // The login was lost since the stream was admitted: it gets the same last event.
         if let ending = state.machine.lostLoginEnding { stream.finish(with: ending) }
-        let id = ObjectIdentifier(stream)
-        state.streams[id] = StreamEntry(stream: stream)
-        state.direct[id] = stream
-        stream.whenWriterKnown { [weak self] stream, waker in self?.place(stream, waker) }
-    }
-
-    /// Moves a stream to the feed of its writer's loop (``LoopFeed``), on that loop: from now on
-    /// the session posts its events there, once for all the loop's streams. Under the session's
-    /// lock, so each batch reaches the stream either directly (before) or through the feed
-    /// (after), never both, never neither.
-    private func place(_ stream: EventStream, _ waker: StreamWaker) {
-        guard waker.loop.inEventLoop else { return }
-        let id = ObjectIdentifier(stream)
-        let loop = ObjectIdentifier(waker.loop)
-        state.withLock { state in
-            guard state.streams[id]?.feed == nil, state.direct.removeValue(forKey: id) != nil else { return }
-            let feed: LoopFeed
-            if let held = state.feeds[loop] {
-                feed = held.feed
-                state.feeds[loop] = (feed, held.members + 1)
-            } else {
-                feed = LoopFeed(loop: waker.loop)
-                state.feeds[loop] = (feed, 1)
-            }
-            feed.add(stream, writer: waker.writer)
-            state.streams[id]?.feed = feed
+        let loop = ObjectIdentifier(stream.loop)
+        let feed: LoopFeed
+        if let held = state.feeds[loop] {
+            feed = held.feed
+            state.feeds[loop] = (feed, held.members + 1)
+        } else {
+            feed = LoopFeed(loop: stream.loop)
+            state.feeds[loop] = (feed, 1)
         }
+        feed.post(.join(stream, prelude))
+        state.streams[ObjectIdentifier(stream)] = StreamEntry(stream: stream, feed: feed)
     }
 
     /// The log read a page at a time, under the session's lock (the writer holds no lock then).
@@ -181,14 +163,11 @@ extension Session {
         let id = ObjectIdentifier(stream)
         state.withLock { state in
             guard let entry = state.streams.removeValue(forKey: id) else { return }
-            state.direct[id] = nil
-            if let feed = entry.feed {
-                feed.remove(stream)
-                // A loop with no stream left loses its feed.
-                let loop = ObjectIdentifier(feed.loop)
-                if let held = state.feeds[loop], held.feed === feed {
-                    state.feeds[loop] = held.members > 1 ? (feed, held.members - 1) : nil
-                }
+            entry.feed.post(.leave(id))
+            // A loop with no stream left loses its feed.
+            let loop = ObjectIdentifier(entry.feed.loop)
+            if let held = state.feeds[loop], held.feed === entry.feed {
+                state.feeds[loop] = held.members > 1 ? (entry.feed, held.members - 1) : nil
             }
             state.machine.streamDetached(now: configuration.clock.now)
         }

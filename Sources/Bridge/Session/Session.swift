@@ -17,11 +17,10 @@ public final class Session: Sendable {
     /// (the streams, the suspended requests, the armed timer).
     struct State: Sendable {
         var machine: SessionStateMachine
-        /// Every open stream, by identity, with the loop's feed that writes it once placed there.
+        /// Every open stream, by identity, with the feed of its loop.
         var streams: [ObjectIdentifier: StreamEntry] = [:]
-        /// The streams the session delivers to itself (not in a feed).
-        var direct: [ObjectIdentifier: EventStream] = [:]
-        /// The feeds of a public pool connection, by event loop, with how many streams each has.
+        /// The feeds of the streams' event loops, with how many streams each has: the one way
+        /// from the session to its streams (``LoopFeed``).
         var feeds: [ObjectIdentifier: (feed: LoopFeed, members: Int)] = [:]
         /// Requests waiting for the upstream connection to come up (see ``waitUntilConnected(timeout:)``).
         /// Each with the number of attempts begun when it came (``SessionStateMachine/attemptsBegun``).
@@ -35,7 +34,7 @@ public final class Session: Sendable {
 
     struct StreamEntry: Sendable {
         let stream: EventStream
-        var feed: LoopFeed?
+        let feed: LoopFeed
     }
 
     /// Whom a connection serves.
@@ -212,20 +211,13 @@ public final class Session: Sendable {
         for case .deliver(let events) in state.machine.flush(now: now) { deliver(events, in: state) }
     }
 
-    /// Each event to each stream the session delivers to, in order, the writers woken rung once,
-    /// together (one job per event loop); the whole batch once to each loop's feed.
+    /// The whole batch once to each loop's feed (in order: under the lock).
     static func deliver(_ events: [SessionEvent], in state: State) {
-        var wakeups = Wakeups()
-        for event in events {
-            for stream in state.direct.values { stream.deliver(event, into: &wakeups) }
-        }
-        wakeups.ring()
         for (feed, _) in state.feeds.values { feed.post(.events(events)) }
     }
 
     /// The last frame to every stream: behind what each loop's feed holds for its streams.
     static func finishStreams(with ending: [UInt8], in state: State) {
-        for stream in state.direct.values { stream.finish(with: ending) }
         for (feed, _) in state.feeds.values { feed.post(.finish(ending)) }
     }
 
