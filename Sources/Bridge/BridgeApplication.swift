@@ -40,7 +40,10 @@ public enum BridgeApplication {
             metadata: [
                 "limit": "\(admission.limit)", "per-address": "\(admission.perAddressLimit)", "open-files": "\(ConnectionAdmission.openFileLimit())"
             ])
-        let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout, admission: admission)
+        let mcp = MCPSessions(
+            maxSessions: configuration.mcpMaxSessions, maxPerAddress: configuration.maxSessionsPerAddress,
+            idleTimeout: configuration.sessionIdleTimeout)
+        let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout, admission: admission, mcp: mcp)
         let ownOrigins = OwnOrigins(configured: configuration.publicOrigins)
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }

@@ -76,6 +76,8 @@ struct DemoCommand: AsyncParsableCommand {
         let upstream = "ws://127.0.0.1:\(upstreamPort)/websocket"
         var bridgeConfiguration = settings.configuration
         bridgeConfiguration.upstream = upstream
+        // The demo's methods as MCP tools, unless a tools file was given.
+        if bridgeConfiguration.mcpTools.methods.isEmpty { bridgeConfiguration.mcpTools = try MCPToolCatalog.parse(DemoDataSet.mcpTools) }
         let host = settings.host
         let port = settings.port
         let consoleLine =

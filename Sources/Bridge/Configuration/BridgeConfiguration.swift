@@ -70,6 +70,11 @@ public struct BridgeConfiguration: Sendable {
     /// takes nothing) ends with `slow-consumer`: without live changes nothing else would cut it.
     public var streamStallTimeout: Duration = .seconds(30)
     public var maxStreamsPerSession = 16
+    /// What `/mcp` offers beside the bridge's own tools: the Meteor methods of the operator's
+    /// tools file (`--mcp-tools`), and whether `call_method` is offered.
+    public var mcpTools = MCPToolCatalog()
+    /// MCP sessions held at once (each address also within `maxSessionsPerAddress`).
+    public var mcpMaxSessions = 1_000
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.
     public var corsOrigins: [String] = []
     /// The origins the bridge's own pages (the web console) are opened from: a write whose

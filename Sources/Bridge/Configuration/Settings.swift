@@ -185,6 +185,15 @@ public struct Settings: Sendable {
             \.configuration.maxSubscriptionParamsSize, minimum: 64, maximum: 1 << 30),
         integer("max-streams-per-session", "Open event streams per session", \.configuration.maxStreamsPerSession),
         custom(
+            "mcp-tools", "JSON file of the Meteor methods /mcp offers as tools (name, description, inputSchema); none without it",
+            show: { _ in nil }
+        ) { value, settings in
+            let text: String
+            do { text = try String(contentsOfFile: value.text, encoding: .utf8) } catch { throw value.invalid(": cannot read '\(value.text)'") }
+            do { settings.configuration.mcpTools = try MCPToolCatalog.parse(text) } catch { throw value.invalid(": \(error)") }
+        },
+        integer("mcp-max-sessions", "MCP sessions held at once (each address within --max-sessions-per-address)", \.configuration.mcpMaxSessions),
+        custom(
             "memory-budget",
             "Bytes the documents held for clients may take in all, by estimate (default: half the cgroup memory limit, or of the machine's memory)",
             show: { $0.configuration.memoryBudget.map(String.init) }
@@ -288,7 +297,7 @@ public struct Settings: Sendable {
             do throws(PublicPublications.Invalid) {
                 settings.configuration.publicPublications = try PublicPublications(parsing: value.text)
             } catch {
-                throw value.invalid(": \(error.description)")
+                throw value.invalid(": \(error)")
             }
         },
         integer(

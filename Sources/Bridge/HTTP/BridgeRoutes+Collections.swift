@@ -7,10 +7,17 @@ extension BridgeRoutes {
     /// `GET /v1/collections`: the session's collections with their document counts.
     @Sendable func listCollections(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let session = try await session(request, context)
+        return Reply.json(await collectionList(session), headers: Reply.cacheHeaders(session.staleness))
+    }
+
+    /// The session's collections with their document counts (REST and MCP).
+    func collectionList(_ session: Session) async -> EJSON {
         let list = await session.client.withCache { cache in
-            cache.collections.keys.sorted().map { name -> EJSON in ["name": .string(name), "count": .int(cache.collections[name]!.documents.count)] }
+            cache.collections.sorted { $0.key < $1.key }.map { name, collection -> EJSON in
+                ["name": .string(name), "count": .int(collection.documents.count)]
+            }
         }
-        return Reply.json(.array(list), headers: Reply.cacheHeaders(session.staleness))
+        return .array(list)
     }
 
     /// `GET /v1/collections/{name}?selector=&sort=&skip=&limit=&fields=`.
@@ -18,6 +25,13 @@ extension BridgeRoutes {
         let name = try collectionName(context)
         let query = try documentQuery(request)
         let session = try await session(request, context)
+        let (bytes, staleness) = try await answer(query, on: name, of: session)
+        return Reply.json(encoded: ByteBuffer(bytes: bytes), headers: Reply.cacheHeaders(staleness))
+    }
+
+    /// A query's answer, `{"documents", "count"}` as bytes, and the session's staleness when it
+    /// ran (REST and MCP).
+    func answer(_ query: DocumentQuery, on name: String, of session: Session) async throws -> (body: [UInt8], staleness: String?) {
         // A copy of the one collection (copy-on-write: O(1) now; the connection copies its
         // dictionary only if it changes while the query runs), with an index of the field a
         // condition of the selector names (built on first use, kept by the connection's changes).
@@ -34,8 +48,7 @@ extension BridgeRoutes {
             absent = AbsentCollection(name: name, held: held, publication: nil, subscriptions: session.subscriptions.map(\.name))
         }
         let staleness = session.staleness
-        let bytes = Self.queryBody(documents, count: count, absent: absent, upstream: staleness)
-        return Reply.json(encoded: ByteBuffer(bytes: bytes), headers: Reply.cacheHeaders(staleness))
+        return (Self.queryBody(documents, count: count, absent: absent, upstream: staleness), staleness)
     }
 
     /// `{"documents": [...], "count": n}`, written straight to bytes; for a collection not held,
@@ -78,10 +91,15 @@ extension BridgeRoutes {
         let name = try collectionName(context)
         let id = try documentID(context)
         let session = try await session(request, context)
+        return Reply.json(encoded: try await document(id, in: name, of: session), headers: Reply.cacheHeaders(session.staleness))
+    }
+
+    /// One document as its answer's bytes; 404 when the session does not hold it (REST and MCP).
+    func document(_ id: DocumentID, in name: String, of session: Session) async throws(BridgeError) -> ByteBuffer {
         guard let body = await session.encodedDocument(name, id.wire) else {
             throw BridgeError.notFound("No document '\(id.wire)' in '\(name)' for this session (is it published to it?)")
         }
-        return Reply.json(encoded: body, headers: Reply.cacheHeaders(session.staleness))
+        return body
     }
 
     /// `POST /v1/collections/{name}`: insert through `/{name}/insert`; a missing `_id` becomes a
@@ -94,24 +112,31 @@ extension BridgeRoutes {
         if let id = document["_id"] {
             do { _ = try DocumentID(ejson: id) } catch { throw BridgeError.badRequest("invalid _id: \(error.reason)") }
         }
-        let seed = MeteorRandom.randomSeed()
         let session = try await session(request, context)
+        return Reply.json(["id": try await insert(document, into: name, of: session)], status: .created)
+    }
+
+    /// Inserts through `/{name}/insert`; the new document's id (REST and MCP).
+    func insert(_ document: EJSONObject, into name: String, of session: Session) async throws -> EJSON {
+        let seed = MeteorRandom.randomSeed()
         let result = try await collectionCall(session, name, "insert", [.object(document)], randomSeed: document["_id"] == nil ? seed : nil)
-        let id: EJSON
-        if let result, !result.isNull {
-            id = result
-        } else {
-            var generator = AleaRandom(randomSeed: seed, stream: "/collection/\(name)")
-            id = document["_id"] ?? .string(generator.id())
-        }
-        return Reply.json(["id": id], status: .created)
+        if let result, !result.isNull { return result }
+        var generator = AleaRandom(randomSeed: seed, stream: "/collection/\(name)")
+        return document["_id"] ?? .string(generator.id())
     }
 
     /// `PATCH /v1/collections/{name}/{id}`: a Mongo modifier, or plain fields meaning `$set`.
     @Sendable func updateDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
         let id = try documentID(context)
-        guard let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize), !body.isEmpty else {
+        let modifier = try Self.modifier(try await RequestInput.objectBody(request, limit: configuration.maxBodySize))
+        let session = try await session(request, context)
+        return Reply.json(["updated": .int(try await update(id, in: name, with: modifier, of: session))])
+    }
+
+    /// A modifier, or plain fields meaning `$set` (never both, no empty field name).
+    static func modifier(_ body: EJSONObject?) throws(BridgeError) -> EJSON {
+        guard let body, !body.isEmpty else {
             throw BridgeError.badRequest("the body must be a modifier ({\"$set\": {...}}) or the fields to set")
         }
         guard !body.keys.contains("") else { throw BridgeError.badRequest("a field name must not be empty") }
@@ -119,12 +144,15 @@ extension BridgeRoutes {
         guard operators.isEmpty || operators.count == body.count else {
             throw BridgeError.badRequest("the body must be either a modifier or plain fields, not both")
         }
-        let modifier: EJSON = operators.isEmpty ? ["$set": .object(body)] : .object(body)
-        let session = try await session(request, context)
+        return operators.isEmpty ? ["$set": .object(body)] : .object(body)
+    }
+
+    /// Updates one document through `/{name}/update`; 404 when none was (REST and MCP).
+    func update(_ id: DocumentID, in name: String, with modifier: EJSON, of session: Session) async throws -> Int {
         let result = try await collectionCall(session, name, "update", [["_id": id.ejson], modifier, [:]])
         let count = result?.intValue ?? 0
         guard count > 0 else { throw BridgeError.notFound("No document '\(id.wire)' in '\(name)'") }
-        return Reply.json(["updated": .int(count)])
+        return count
     }
 
     /// `DELETE /v1/collections/{name}/{id}`.
@@ -132,10 +160,15 @@ extension BridgeRoutes {
         let name = try collectionName(context)
         let id = try documentID(context)
         let session = try await session(request, context)
+        return Reply.json(["removed": .int(try await remove(id, from: name, of: session))])
+    }
+
+    /// Removes one document through `/{name}/remove`; 404 when none was (REST and MCP).
+    func remove(_ id: DocumentID, from name: String, of session: Session) async throws -> Int {
         let result = try await collectionCall(session, name, "remove", [["_id": id.ejson]])
         let count = result?.intValue ?? 0
         guard count > 0 else { throw BridgeError.notFound("No document '\(id.wire)' in '\(name)'") }
-        return Reply.json(["removed": .int(count)])
+        return count
     }
 
     /// Calls `/{name}/{op}`, falling back to Meteor 3's `/{name}/{op}Async` when only that exists.

@@ -26,6 +26,19 @@ extension BridgeRoutes {
         let timeout = try RequestInput.duration(request, "timeout", default: configuration.requestTimeout, max: configuration.maxRequestTimeout)
         let atMostOnce = try RequestInput.flag(request, "atMostOnce") ?? false
         let session = try await session(request, context)
+        let result = try await invoke(
+            name, params, on: session, until: completion, timeout: timeout, given: RequestInput.query(request, "timeout") != nil,
+            atMostOnce: atMostOnce, from: RequestInput.clientKey(request, context, configuration: configuration))
+        return Reply.json(["result": result ?? .null])
+    }
+
+    /// Calls a Meteor method as the session's user (REST and MCP): a login through it counts
+    /// against the failed-login limit of `address`, and a call that logs in or out, or changes
+    /// the connection's user, is kept as the session routes keep theirs.
+    func invoke(
+        _ name: String, _ params: [EJSON], on session: Session, until completion: DDPClient.Completion = .dataVisible, timeout: Duration,
+        given: Bool = false, atMostOnce: Bool = false, from address: ClientKey
+    ) async throws -> EJSON? {
         if ["login", "createUser"].contains(name) { try Self.refuseLoginIfKeyed(session) }
         try await session.waitUntilConnected(timeout: min(timeout, configuration.connectTimeout))
         let started = configuration.clock.now
@@ -36,8 +49,7 @@ extension BridgeRoutes {
                     name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
             } catch let error as DDPClientError where error.code == .timedOut {
                 throw BridgeError.timedOut(
-                    "the method '\(name)'", after: timeout, given: RequestInput.query(request, "timeout") != nil, setting: "--request-timeout",
-                    most: configuration.maxRequestTimeout)
+                    "the method '\(name)'", after: timeout, given: given, setting: "--request-timeout", most: configuration.maxRequestTimeout)
             }
         }
         let before = session.loginToken
@@ -45,8 +57,7 @@ extension BridgeRoutes {
         // Logging in through the generic route counts against the same failed-login limit.
         let result =
             ["login", "createUser"].contains(name)
-            ? try await registry.login(
-                from: session.user?.key ?? RequestInput.clientKey(request, context, configuration: configuration), call) : try await call()
+            ? try await registry.login(from: session.user?.key ?? address, call) : try await call()
         // The call logged in or out (the session follows its connection): kept as the session routes keep theirs.
         if let login = LoginResult(result) {
             session.claimLogin(token: login.token, byBridge: Session.logsInWithCredentials(method: name, params: params))
@@ -58,6 +69,6 @@ extension BridgeRoutes {
         // Any other method that changed the connection's user (a custom login method): the token
         // no longer selects this session; it selects a new one of its own user next time.
         if session.userID != userBefore { registry.forgetMeteorKey(of: session) }
-        return Reply.json(["result": result ?? .null])
+        return result
     }
 }

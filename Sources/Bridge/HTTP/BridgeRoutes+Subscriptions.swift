@@ -77,7 +77,7 @@ extension BridgeRoutes {
             details: ["subscriptions": .array(described)], retryAfter: first.retryAfter)
     }
 
-    private func parseSubscription(_ o: EJSONObject) throws(BridgeError) -> SubscriptionRequest {
+    func parseSubscription(_ o: EJSONObject) throws(BridgeError) -> SubscriptionRequest {
         guard case .string(let name)? = o["name"], !name.isEmpty else { throw .badRequest("name must be a non-empty string") }
         let params: [EJSON]
         switch o["params"] {

@@ -9,6 +9,7 @@ struct BridgeRoutes: Sendable {
     let probe: ReadinessProbe
     let fanout: PublicFanout
     let admission: ConnectionAdmission
+    let mcp: MCPSessions
     var configuration: BridgeConfiguration { registry.configuration }
 
     typealias Handler = @Sendable (Request, BridgeRequestContext) async throws -> Response
@@ -51,7 +52,9 @@ struct BridgeRoutes: Sendable {
             (.get, "/v1/public/publications", publicPublications),
             (.get, "/v1/public/events", publicEvents),
             (.head, "/v1/public/events", publicEventsHead),
-            (.get, "/v1/public/collections/:name", publicCollection)
+            (.get, "/v1/public/collections/:name", publicCollection),
+            (.post, "/mcp", mcpPost),
+            (.delete, "/mcp", mcpDelete)
         ]
     }
 

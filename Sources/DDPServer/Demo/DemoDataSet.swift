@@ -143,6 +143,28 @@ public enum DemoDataSet {
 
     struct Crash: Error {}
 
+    /// The demo's methods as MCP tools (`ddp-bridge demo` offers them at `/mcp`; the same text
+    /// is `examples/mcp-tools.json`, the example of `--mcp-tools`).
+    public static let mcpTools = """
+        {
+          "tools": [
+            {
+              "name": "echo",
+              "description": "Answers with what it was given (the demo's echo method)",
+              "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+              "params": ["text"]
+            },
+            {
+              "name": "whoami",
+              "description": "The Meteor user id this agent acts as (null when signed out)",
+              "inputSchema": {"type": "object", "properties": {}}
+            }
+          ],
+          "callMethod": false
+        }
+
+        """
+
     static var methods: [String: MethodHandler] {
         [
             "echo": { _, params in .array(params) },

@@ -1,0 +1,109 @@
+import DDP
+
+/// The MCP sessions the bridge holds (`Mcp-Session-Id`): who opened each (the SHA-256 of its
+/// credential, or none), from which address, the version it negotiated, and when it was last
+/// used. A session is small (no upstream connection of its own: a signed-in agent's calls go
+/// through its user's bridge session, as REST calls do), but each is still bounded: in all
+/// (`--mcp-max-sessions`), per address (`--max-sessions-per-address`, as bridge sessions), and
+/// by idleness (`--session-idle-timeout`: an idle one is dropped when a new one needs room or
+/// when it is next used). The book is a value (``Book``, pure); ``MCPSessions`` holds it under a
+/// lock.
+final class MCPSessions: Sendable {
+    struct Entry: Sendable, Equatable {
+        let id: String
+        /// The SHA-256 of the credential that opened it; `nil` for an agent without one.
+        let owner: String?
+        let address: ClientKey
+        let version: String
+        var lastUsed: ContinuousClock.Instant
+    }
+
+    /// Why a session could not be opened or used.
+    enum Refusal: Error, Equatable {
+        /// No such session (never opened, ended, or dropped when idle): the client opens a new one.
+        case unknown
+        /// Another credential's session.
+        case notYours
+        case tooMany(perAddress: Bool)
+    }
+
+    struct Book: Sendable {
+        let maxSessions: Int
+        let maxPerAddress: Int
+        let idleTimeout: Duration
+        private(set) var entries: [String: Entry] = [:]
+        private var perAddress: [ClientKey: Int] = [:]
+
+        init(maxSessions: Int, maxPerAddress: Int, idleTimeout: Duration) {
+            self.maxSessions = maxSessions
+            self.maxPerAddress = maxPerAddress
+            self.idleTimeout = idleTimeout
+        }
+
+        var count: Int { entries.count }
+
+        /// Opens a session; idle ones are dropped first when the bounds are reached.
+        mutating func open(_ entry: Entry, now: ContinuousClock.Instant) throws(Refusal) {
+            if entries.count >= maxSessions || perAddress[entry.address, default: 0] >= maxPerAddress { dropIdle(now: now) }
+            guard entries.count < maxSessions else { throw .tooMany(perAddress: false) }
+            guard perAddress[entry.address, default: 0] < maxPerAddress else { throw .tooMany(perAddress: true) }
+            entries[entry.id] = entry
+            perAddress[entry.address, default: 0] += 1
+        }
+
+        /// The session `id`, used now by `owner`.
+        mutating func use(_ id: String, owner: String?, now: ContinuousClock.Instant) throws(Refusal) -> Entry {
+            guard var entry = entries[id] else { throw .unknown }
+            guard now - entry.lastUsed < idleTimeout else {
+                remove(id)
+                throw .unknown
+            }
+            guard entry.owner == owner else { throw .notYours }
+            entry.lastUsed = now
+            entries[id] = entry
+            return entry
+        }
+
+        /// Ends the session `id` of `owner`.
+        mutating func close(_ id: String, owner: String?) throws(Refusal) {
+            guard let entry = entries[id] else { throw .unknown }
+            guard entry.owner == owner else { throw .notYours }
+            remove(id)
+        }
+
+        private mutating func dropIdle(now: ContinuousClock.Instant) {
+            for (id, entry) in entries where now - entry.lastUsed >= idleTimeout { remove(id) }
+        }
+
+        private mutating func remove(_ id: String) {
+            guard let entry = entries.removeValue(forKey: id) else { return }
+            let left = perAddress[entry.address, default: 1] - 1
+            perAddress[entry.address] = left > 0 ? left : nil
+        }
+    }
+
+    private let book: LockedState<Book>
+
+    init(maxSessions: Int, maxPerAddress: Int, idleTimeout: Duration) {
+        book = LockedState(Book(maxSessions: maxSessions, maxPerAddress: maxPerAddress, idleTimeout: idleTimeout))
+    }
+
+    var count: Int { book.withLock { $0.count } }
+
+    /// Opens a session and returns its id (a secret as Meteor makes them: 43 characters of
+    /// the URL-safe base64 alphabet, 256 bits).
+    func open(owner: String?, address: ClientKey, version: String, now: ContinuousClock.Instant) throws(Refusal) -> String {
+        let id = MeteorRandom.secret()
+        let entry = Entry(id: id, owner: owner, address: address, version: version, lastUsed: now)
+        try book.withLock { book throws(Refusal) in try book.open(entry, now: now) }
+        return id
+    }
+
+    func use(_ id: String, owner: String?, now: ContinuousClock.Instant) throws(Refusal) -> Entry {
+        try book.withLock { book throws(Refusal) in try book.use(id, owner: owner, now: now) }
+    }
+
+    func close(_ id: String, owner: String?) throws(Refusal) {
+        try book.withLock { book throws(Refusal) in try book.close(id, owner: owner) }
+    }
+}

@@ -1,0 +1,191 @@
+import Bridge
+import DDP
+import DDPServer
+import HTTPTypes
+import Testing
+
+/// `/mcp` over real HTTP, against a running bridge and the in-process DDP server: an agent is
+/// its user, its session is its credential's, and the transport's rules hold.
+@Suite struct MCPRoutesTests {
+    /// An MCP client over the harness: one session, the credential on every POST.
+    struct Agent {
+        let h: BridgeHarness
+        let token: String?
+        var sessionID: String?
+        var next = 1
+
+        init(_ h: BridgeHarness, token: String?) {
+            self.h = h
+            self.token = token
+        }
+
+        var headers: HTTPFields {
+            var fields: HTTPFields = [.accept: "application/json, text/event-stream"]
+            if let sessionID { fields[BridgeRoutesHeaders.session] = sessionID }
+            return fields
+        }
+
+        mutating func initialize(version: String = "2025-06-18") async throws -> BridgeHarness.Reply {
+            let reply = try await post(
+                #"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"\#(version)","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}"#
+            )
+            sessionID = reply.headers[BridgeRoutesHeaders.session]
+            return reply
+        }
+
+        func post(_ body: String, headers extra: HTTPFields = [:]) async throws -> BridgeHarness.Reply {
+            var fields = headers
+            for field in extra { fields[field.name] = field.value }
+            return try await h.request(.post, "/mcp", token: token, body: body, headers: fields)
+        }
+
+        /// A request's `result` (or its `error`, as the reply says).
+        mutating func call(_ method: String, _ params: EJSON = [:]) async throws -> EJSON {
+            next += 1
+            let body = EJSONWriter.encode(["jsonrpc": "2.0", "id": .int(next), "method": .string(method), "params": params])
+            let reply = try await post(String(decoding: body, as: UTF8.self))
+            #expect(reply.status == .ok, "\(method): \(reply.status) \(reply.text)")
+            #expect(reply["id"] == .int(next))
+            return reply["result"] ?? reply["error"].map { ["error": $0] } ?? .null
+        }
+
+        mutating func tool(_ name: String, _ arguments: EJSON = [:]) async throws -> EJSON {
+            try await call("tools/call", ["name": .string(name), "arguments": arguments])
+        }
+    }
+
+    enum BridgeRoutesHeaders {
+        static let session = HTTPField.Name("Mcp-Session-Id")!
+        static let version = HTTPField.Name("MCP-Protocol-Version")!
+    }
+
+    @Test func anAgentIsItsUserQueriesCallsAndSeesOnlyWhatItsUserSees() async throws {
+        try await BridgeHarness.run(configure: { $0.mcpTools = (try? MCPToolCatalog.parse(DemoDataSet.mcpTools)) ?? MCPToolCatalog() }) { h in
+            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            let (bob, _) = try await h.session(#"{"username":"bob","password":"hunter2"}"#)
+            var agent = Agent(h, token: alice)
+            let initialized = try await agent.initialize()
+            #expect(initialized.status == .ok, "\(initialized.text)")
+            #expect(initialized["result"]?["protocolVersion"] == "2025-06-18")
+            #expect(agent.sessionID != nil, "no Mcp-Session-Id")
+            #expect(try await agent.post(#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).status == .accepted)
+
+            let tools = try await agent.call("tools/list")["tools"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []
+            #expect(Set(tools).isSuperset(of: ["query", "get_document", "subscribe", "echo", "whoami"]), "\(tools)")
+            #expect(!tools.contains("call_method"), "call_method offered though the file does not allow it")
+
+            let subscribed = try await agent.tool("subscribe", ["name": "myTasks"])
+            #expect(subscribed["isError"] == false, "\(subscribed)")
+            let queried = try await agent.tool("query", ["collection": "tasks", "sort": ["_id": .int(1)], "fields": ["text": .int(1)]])
+            let ids = queried["structuredContent"]?["documents"]?.arrayValue?.compactMap { $0["_id"]?.stringValue }
+            #expect(ids == ["task-a1", "task-a2"], "\(queried)")
+            #expect(queried["structuredContent"]?["count"] == .int(2))
+            #expect(queried["content"]?.arrayValue?.first?["type"] == "text")
+
+            let echoed = try await agent.tool("echo", ["text": "hello"])
+            #expect(echoed["structuredContent"]?["result"] == ["hello"], "\(echoed)")
+            let me = try await agent.tool("whoami")
+            #expect(me["structuredContent"]?["result"]?.stringValue?.isEmpty == false, "\(me)")
+
+            // Bob's agent, subscribed to the same publication, sees only bob's: alice's task is
+            // not his to read, and the refusal is a tool error with the bridge's error.
+            var bobs = Agent(h, token: bob)
+            _ = try await bobs.initialize()
+            _ = try await bobs.tool("subscribe", ["name": "myTasks"])
+            let refused = try await bobs.tool("get_document", ["collection": "tasks", "id": "task-a1"])
+            #expect(refused["isError"] == true, "\(refused)")
+            #expect(refused["structuredContent"]?["error"] == "not-found", "\(refused)")
+            let own = try await bobs.tool("get_document", ["collection": "tasks", "id": "task-b1"])
+            #expect(own["structuredContent"]?["_id"] == "task-b1", "\(own)")
+
+            // Resources: the templates, and one document read as alice.
+            let templates = try await agent.call("resources/templates/list")["resourceTemplates"]?.arrayValue?.compactMap {
+                $0["uriTemplate"]?.stringValue
+            }
+            #expect(templates?.contains("ddp://{collection}/{id}") == true)
+            let read = try await agent.call("resources/read", ["uri": "ddp://tasks/task-a1"])
+            let text = read["contents"]?.arrayValue?.first?["text"]?.stringValue ?? ""
+            #expect((try? EJSONParser.parse(text))?["_id"] == "task-a1", "\(read)")
+            let missing = try await agent.call("resources/read", ["uri": "ddp://tasks/task-b1"])
+            #expect(missing["error"]?["code"] == .int(-32002), "\(missing)")
+
+            // A tool no file lists, and a method not offered, are refused as unknown tools.
+            let unknown = try await agent.call("tools/call", ["name": "boom", "arguments": [:]])
+            #expect(unknown["error"]?["code"] == .int(-32602), "\(unknown)")
+            let noMethod = try await agent.call("no/such")
+            #expect(noMethod["error"]?["code"] == .int(-32601))
+        }
+    }
+
+    @Test func theTransportsRulesHold() async throws {
+        try await BridgeHarness.run { h in
+            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            var agent = Agent(h, token: alice)
+            // An unknown version is answered with one spoken here.
+            let initialized = try await agent.initialize(version: "1999-01-01")
+            #expect(initialized["result"]?["protocolVersion"] == "2025-06-18")
+            let sessionID = try #require(agent.sessionID)
+
+            // Without the session id, 400; with an unknown one, 404; with an unspoken version, 400.
+            var stranger = Agent(h, token: alice)
+            #expect(try await stranger.post(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).status == .badRequest)
+            stranger.sessionID = "no-such-session"
+            #expect(try await stranger.post(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).status == .notFound)
+            let badVersion = try await agent.post(
+                #"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, headers: [BridgeRoutesHeaders.version: "1999-01-01"])
+            #expect(badVersion.status == .badRequest)
+            #expect(
+                try await agent.post(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, headers: [BridgeRoutesHeaders.version: "2025-06-18"]).status == .ok
+            )
+
+            // Another credential cannot use the session: it does not exist for it.
+            let (bob, _) = try await h.session(#"{"username":"bob","password":"hunter2"}"#)
+            var thief = Agent(h, token: bob)
+            thief.sessionID = sessionID
+            #expect(try await thief.post(#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).status == .notFound)
+
+            // Malformed bodies: a JSON-RPC error with HTTP 400.
+            let broken = try await agent.post("{not json")
+            #expect(broken.status == .badRequest)
+            #expect(broken["error"]?["code"] == .int(-32700), "\(broken.text)")
+            #expect(try await agent.post(#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)["error"]?["code"] == .int(-32600))
+
+            // No server stream is offered: GET is 405 with the verbs that are.
+            let get = try await h.request(.get, "/mcp", token: alice)
+            #expect(get.status == .methodNotAllowed)
+            #expect(get.headers[.allow]?.contains("POST") == true)
+
+            // A page of another origin cannot drive an agent's session (DNS rebinding).
+            let foreign = try await agent.post(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, headers: [.origin: "http://evil.example"])
+            #expect(foreign.status == .forbidden, "\(foreign.text)")
+
+            // DELETE ends it; it is unknown after.
+            #expect(try await h.request(.delete, "/mcp", token: bob, headers: [BridgeRoutesHeaders.session: sessionID]).status == .notFound)
+            #expect(try await h.request(.delete, "/mcp", token: alice, headers: [BridgeRoutesHeaders.session: sessionID]).status == .noContent)
+            #expect(try await agent.post(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).status == .notFound)
+        }
+    }
+
+    @Test func aSignedOutAgentGetsThePublicPartAndSessionsAreBoundedPerAddress() async throws {
+        try await BridgeHarness.run(configure: { $0.maxSessionsPerAddress = 2 }) { h in
+            var anonymous = Agent(h, token: nil)
+            _ = try await anonymous.initialize()
+            let tools = try await anonymous.call("tools/list")["tools"]?.arrayValue?.compactMap { $0["name"]?.stringValue }
+            #expect(tools == ["list_public_publications"])
+            let publications = try await anonymous.tool("list_public_publications")
+            #expect(publications["isError"] == false, "\(publications)")
+            let refused = try await anonymous.call("tools/call", ["name": "query", "arguments": ["collection": "tasks"]])
+            #expect(refused["error"]?["code"] == .int(-32602), "\(refused)")
+            // A second session from the address, then the third is refused with the REST shape.
+            var second = Agent(h, token: nil)
+            #expect(try await second.initialize().status == .ok)
+            var third = Agent(h, token: nil)
+            let tooMany = try await third.initialize()
+            #expect(tooMany.status == .tooManyRequests, "\(tooMany.text)")
+            #expect(tooMany["error"] == "too-many-sessions")
+            // A credential that does not stand is refused at initialize, as REST refuses it.
+            var forged = Agent(h, token: "ddpb_forged")
+            #expect(try await forged.initialize().status == .unauthorized)
+        }
+    }
+}

@@ -1,0 +1,185 @@
+import DDP
+import DDPServer
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import Bridge
+
+/// The MCP layer's pure parts: messages, versions, the tools file and catalogue, resource URIs
+/// and the session book, without sockets.
+@Suite struct MCPProtocolTests {
+    static func parse(_ text: String) -> Result<MCPProtocol.Inbound, MCPProtocol.Fault> {
+        MCPProtocol.parse(text.isEmpty ? nil : try? EJSONParser.parse(text))
+    }
+
+    @Test func requestsNotificationsAndResponsesAreToldApart() throws {
+        #expect(
+            try Self.parse(#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).get() == .request(id: .int(1), method: "tools/list", params: [:]))
+        #expect(
+            try Self.parse(#"{"jsonrpc":"2.0","id":"a","method":"ping","params":{"x":1}}"#).get()
+                == .request(id: "a", method: "ping", params: ["x": .int(1)]))
+        #expect(
+            try Self.parse(#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).get()
+                == .notification(method: "notifications/initialized", params: [:]))
+        #expect(try Self.parse(#"{"jsonrpc":"2.0","id":7,"result":{}}"#).get() == .response)
+    }
+
+    @Test func malformedMessagesAreRefusedWithTheirCodeAndUsableID() {
+        let cases: [(String, Int, EJSON?)] = [
+            ("", MCPProtocol.Fault.invalidRequest, nil),
+            (#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, MCPProtocol.Fault.invalidRequest, nil),
+            (#""ping""#, MCPProtocol.Fault.invalidRequest, nil),
+            (#"{"id":1,"method":"ping"}"#, MCPProtocol.Fault.invalidRequest, .int(1)),
+            (#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, MCPProtocol.Fault.invalidRequest, nil),
+            (#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, MCPProtocol.Fault.invalidRequest, nil),
+            (#"{"jsonrpc":"2.0","id":2,"method":""}"#, MCPProtocol.Fault.invalidRequest, .int(2)),
+            (#"{"jsonrpc":"2.0","id":3,"method":"ping","params":[1]}"#, MCPProtocol.Fault.invalidParams, .int(3)),
+            (#"{"jsonrpc":"2.0","id":4}"#, MCPProtocol.Fault.invalidRequest, .int(4))
+        ]
+        for (text, code, id) in cases {
+            guard case .failure(let fault) = Self.parse(text) else {
+                Issue.record("accepted: \(text)")
+                continue
+            }
+            #expect(fault.code == code, "\(text): \(fault)")
+            #expect(fault.id == id, "\(text): \(fault)")
+        }
+    }
+
+    @Test func answersAreJSONRPCWithTheRequestsID() throws {
+        let ok = try EJSONParser.parse(MCPProtocol.response(id: "x", result: ["a": .int(1)]))
+        #expect(ok == ["jsonrpc": "2.0", "id": "x", "result": ["a": .int(1)]])
+        let failed = try EJSONParser.parse(MCPProtocol.error(MCPProtocol.Fault(code: -32601, message: "Method not found: x", id: nil)))
+        #expect(failed == ["jsonrpc": "2.0", "id": .null, "error": ["code": .int(-32601), "message": "Method not found: x"]])
+    }
+
+    @Test func aSpokenVersionIsKeptAndAnyOtherGetsTheNewest() {
+        #expect(MCPProtocol.negotiate("2024-11-05") == "2024-11-05")
+        #expect(MCPProtocol.negotiate("2025-06-18") == "2025-06-18")
+        #expect(MCPProtocol.negotiate("1999-01-01") == MCPProtocol.versions[0])
+        #expect(MCPProtocol.negotiate(nil) == MCPProtocol.versions[0])
+    }
+}
+
+@Suite struct MCPToolCatalogTests {
+    @Test func theDemosToolsFileIsTheExampleAndReads() throws {
+        let example = try String(contentsOfFile: "examples/mcp-tools.json", encoding: .utf8)
+        #expect(example == DemoDataSet.mcpTools, "examples/mcp-tools.json and DemoDataSet.mcpTools differ")
+        let catalog = try MCPToolCatalog.parse(example)
+        #expect(catalog.methods.map(\.tool) == ["echo", "whoami"])
+        #expect(catalog.methods.first?.positional == ["text"])
+        #expect(!catalog.callMethod)
+    }
+
+    @Test func everyFormOfTheFileReadsAlike() throws {
+        let list = try MCPToolCatalog.parse(#"[{"name":"tasks.add","description":"Adds","inputSchema":{"type":"object"}}]"#)
+        let mapping = try MCPToolCatalog.parse(#"{"tasks.add":{"description":"Adds","inputSchema":{"type":"object"}}}"#)
+        let wrapped = try MCPToolCatalog.parse(#"{"tools":[{"name":"tasks.add","description":"Adds"}],"callMethod":true}"#)
+        #expect(list.methods == mapping.methods)
+        #expect(list.methods == wrapped.methods)
+        #expect(wrapped.callMethod)
+    }
+
+    @Test func aBadFileIsRefusedWithWhatToChange() {
+        let cases: [(String, String)] = [
+            ("not json", "not valid JSON"),
+            (#"[{"description":"x"}]"#, "needs a \"name\""),
+            (#"[{"name":"a b"}]"#, "not a tool name"),
+            (#"[{"name":"query"}]"#, "is taken"),
+            (#"[{"name":"x"},{"name":"x"}]"#, "is taken"),
+            (#"[{"name":"x","inputSchema":{"type":"array"}}]"#, "inputSchema"),
+            (#"[{"name":"x","params":[1]}]"#, "params"),
+            (#"[{"name":"x","extra":1}]"#, "unknown key"),
+            (#"{"tools":[],"callMethod":"yes"}"#, "callMethod"),
+            ("3", "expected a list")
+        ]
+        for (text, expected) in cases {
+            do {
+                _ = try MCPToolCatalog.parse(text)
+                Issue.record("accepted: \(text)")
+            } catch {
+                #expect(error.description.contains(expected), "\(text): \(error.description)")
+            }
+        }
+    }
+
+    @Test func signedOutAgentsAreOfferedThePublicToolsOnly() throws {
+        let catalog = try MCPToolCatalog.parse(#"{"tools":[{"name":"echo"}],"callMethod":true}"#)
+        let names = { (signedIn: Bool) in catalog.list(signedIn: signedIn)["tools"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? [] }
+        #expect(names(false) == ["list_public_publications"])
+        #expect(Set(names(true)).isSuperset(of: ["query", "get_document", "call_method", "echo", "insert"]))
+        #expect(catalog.tool(named: "echo", signedIn: false) == nil)
+        #expect(catalog.tool(named: "query", signedIn: false) == nil)
+        #expect(MCPToolCatalog().tool(named: "call_method", signedIn: true) == nil, "call_method offered without the file allowing it")
+    }
+
+    @Test func aMethodsArgumentsBecomeItsParameters() {
+        let positional = MCPToolCatalog.Method(
+            tool: "add", method: "tasks.add", description: "", inputSchema: ["type": "object"], positional: ["text", "list", "due"])
+        #expect(MCPToolCatalog.params(positional, ["text": "milk", "list": "home"]) == ["milk", "home"])
+        #expect(MCPToolCatalog.params(positional, ["text": "milk", "due": .int(3)]) == ["milk", .null, .int(3)])
+        #expect(MCPToolCatalog.params(positional, [:]) == [])
+        let whole = MCPToolCatalog.Method(tool: "add", method: "tasks.add", description: "", inputSchema: ["type": "object"], positional: nil)
+        #expect(MCPToolCatalog.params(whole, ["text": "milk"]) == [["text": "milk"]])
+        #expect(MCPToolCatalog.params(whole, [:]) == [])
+    }
+}
+
+@Suite struct MCPResourceTests {
+    @Test func resourceURIsNameADocumentOrAQuery() throws {
+        #expect(MCPResource(uri: "ddp://tasks/task-a1") == .document(collection: "tasks", id: .string("task-a1")))
+        #expect(MCPResource(uri: "ddp://tasks") == .query(collection: "tasks", parameters: [:]))
+        #expect(
+            MCPResource(uri: "ddp://tasks?selector=%7B%22done%22%3Afalse%7D&limit=2")
+                == .query(collection: "tasks", parameters: ["selector": #"{"done":false}"#, "limit": "2"]))
+        #expect(MCPResource(uri: "ddp://my%20tasks") == .query(collection: "my tasks", parameters: [:]))
+        for bad in [
+            "http://tasks/a", "ddp://", "ddp:///a", "ddp://tasks/a/b", "ddp://tasks?other=1", "ddp://tasks?limit=1&limit=2", "ddp://tasks/a?x=1"
+        ] {
+            #expect(MCPResource(uri: bad) == nil, "\(bad)")
+        }
+        #expect(MCPResource.uri(collection: "my tasks/x") == "ddp://my%20tasks%2Fx")
+        #expect(MCPResource(uri: MCPResource.uri(collection: "my tasks/x")) == .query(collection: "my tasks/x", parameters: [:]))
+    }
+}
+
+@Suite struct MCPSessionBookTests {
+    static let here = ClientKey(address: "127.0.0.1", ipv6Prefix: 64)
+    static let there = ClientKey(address: "127.0.0.2", ipv6Prefix: 64)
+
+    static func entry(_ id: String, _ address: ClientKey = here, owner: String? = "alice", at now: ContinuousClock.Instant) -> MCPSessions.Entry {
+        MCPSessions.Entry(id: id, owner: owner, address: address, version: "2025-06-18", lastUsed: now)
+    }
+
+    @Test func sessionsAreBoundedInAllAndPerAddressAndIdleOnesMakeRoom() throws {
+        let start = ContinuousClock.now
+        var book = MCPSessions.Book(maxSessions: 3, maxPerAddress: 2, idleTimeout: .seconds(60))
+        try book.open(Self.entry("a", at: start), now: start)
+        try book.open(Self.entry("b", at: start), now: start)
+        #expect(throws: MCPSessions.Refusal.tooMany(perAddress: true)) { try book.open(Self.entry("c", at: start), now: start) }
+        try book.open(Self.entry("c", Self.there, at: start), now: start)
+        #expect(throws: MCPSessions.Refusal.tooMany(perAddress: false)) { try book.open(Self.entry("d", Self.there, at: start), now: start) }
+        // An hour on, the idle ones are dropped to make room.
+        let later = start + .seconds(3600)
+        try book.open(Self.entry("d", at: later), now: later)
+        #expect(book.count == 1)
+    }
+
+    @Test func aSessionIsItsOwnersAndEndsWhenIdleOrClosed() throws {
+        let start = ContinuousClock.now
+        var book = MCPSessions.Book(maxSessions: 10, maxPerAddress: 10, idleTimeout: .seconds(60))
+        try book.open(Self.entry("a", at: start), now: start)
+        #expect(throws: MCPSessions.Refusal.notYours) { _ = try book.use("a", owner: "bob", now: start) }
+        #expect(throws: MCPSessions.Refusal.notYours) { _ = try book.use("a", owner: nil, now: start) }
+        #expect(try book.use("a", owner: "alice", now: start + .seconds(59)).id == "a")
+        // Used at 59 s: still there at 118 s, gone at 119 s.
+        #expect(try book.use("a", owner: "alice", now: start + .seconds(118)).id == "a")
+        #expect(throws: MCPSessions.Refusal.unknown) { _ = try book.use("a", owner: "alice", now: start + .seconds(178)) }
+        #expect(book.count == 0)
+        try book.open(Self.entry("b", at: start), now: start)
+        #expect(throws: MCPSessions.Refusal.notYours) { try book.close("b", owner: "bob") }
+        try book.close("b", owner: "alice")
+        #expect(throws: MCPSessions.Refusal.unknown) { try book.close("b", owner: "alice") }
+    }
+}
