@@ -2,6 +2,7 @@ import Bridge
 import DDP
 import DDPServer
 import HTTPTypes
+import HummingbirdTesting
 import Testing
 
 /// `/mcp` over real HTTP, against a running bridge and the in-process DDP server: an agent is
@@ -117,6 +118,46 @@ import Testing
         }
     }
 
+    /// A subscribed document resource: a change made by another session of the same user reaches
+    /// the agent's server stream as `notifications/resources/updated`, and a change of another
+    /// document does not; one server stream per MCP session.
+    @Test func anAgentHearsWhenADocumentItSubscribedToChanges() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            let (writer, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            _ = try await h.request(.post, "/v1/subscriptions", token: writer, body: #"{"name":"myTasks"}"#)
+            var agent = Agent(h, token: alice)
+            _ = try await agent.initialize()
+            _ = try await agent.tool("subscribe", ["name": "myTasks"])
+            #expect(try await agent.call("resources/subscribe", ["uri": "ddp://tasks/task-a1"]) == [:])
+            let bad = try await agent.call("resources/subscribe", ["uri": "http://elsewhere/x"])
+            #expect(bad["error"]?["code"] == .int(-32602), "\(bad)")
+            let sessionID = try #require(agent.sessionID)
+            try await withEventStream(port: port, "/mcp", token: alice, headers: [("Mcp-Session-Id", sessionID)]) { stream in
+                try await stream.waitUntilOpen()
+                // A second server stream for the same MCP session is refused.
+                let second = try await h.request(.get, "/mcp", token: alice, headers: [BridgeRoutesHeaders.session: sessionID])
+                #expect(second.status == .tooManyRequests, "\(second.text)")
+                let other = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: writer, body: #"{"text":"other"}"#)
+                #expect(other.status == .ok, "\(other.text)")
+                let changed = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: writer, body: #"{"text":"changed"}"#)
+                #expect(changed.status == .ok, "\(changed.text)")
+                try await stream.wait("the resource's notification") { events in
+                    events.contains { $0.json["method"] == "notifications/resources/updated" }
+                }
+                let all = await stream.events
+                let notified = all.filter { $0.json["method"] == "notifications/resources/updated" }
+                #expect(notified.map { $0.json["params"]?["uri"] } == ["ddp://tasks/task-a1"], "\(all)")
+            }
+            // Signed out there is no server stream.
+            var anonymous = Agent(h, token: nil)
+            _ = try await anonymous.initialize()
+            let refused = try await h.request(.get, "/mcp", headers: [BridgeRoutesHeaders.session: try #require(anonymous.sessionID)])
+            #expect(refused.status == .methodNotAllowed)
+        }
+    }
+
     @Test func theTransportsRulesHold() async throws {
         try await BridgeHarness.run { h in
             let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
@@ -150,10 +191,9 @@ import Testing
             #expect(broken["error"]?["code"] == .int(-32700), "\(broken.text)")
             #expect(try await agent.post(#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#)["error"]?["code"] == .int(-32600))
 
-            // No server stream is offered: GET is 405 with the verbs that are.
-            let get = try await h.request(.get, "/mcp", token: alice)
-            #expect(get.status == .methodNotAllowed)
-            #expect(get.headers[.allow]?.contains("POST") == true)
+            // A server stream needs the session id.
+            #expect(try await h.request(.get, "/mcp", token: alice).status == .badRequest)
+            #expect(try await h.request(.head, "/mcp", token: alice, headers: [BridgeRoutesHeaders.session: sessionID]).status == .ok)
 
             // A page of another origin cannot drive an agent's session (DNS rebinding).
             let foreign = try await agent.post(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, headers: [.origin: "http://evil.example"])

@@ -144,6 +144,37 @@ import Testing
     }
 }
 
+@Suite struct MCPWatchTests {
+    @Test func aChangeReachesTheDocumentsAndQueriesOfItsCollection() throws {
+        let watched: [String: MCPResource] = [
+            "ddp://tasks/a": .document(collection: "tasks", id: .string("a")),
+            "ddp://tasks/b": .document(collection: "tasks", id: .string("b")),
+            "ddp://tasks?limit=2": .query(collection: "tasks", parameters: ["limit": "2"]),
+            "ddp://notes/a": .document(collection: "notes", id: .string("a"))
+        ]
+        #expect(MCPWatch.reached(by: "tasks", "a", in: watched) == ["ddp://tasks/a", "ddp://tasks?limit=2"])
+        #expect(MCPWatch.reached(by: "tasks", "c", in: watched) == ["ddp://tasks?limit=2"])
+        #expect(MCPWatch.reached(by: "lists", "a", in: watched).isEmpty)
+        let frame = String(decoding: MCPWatch.updated("ddp://tasks/a"), as: UTF8.self)
+        #expect(frame.hasPrefix("data: ") && frame.hasSuffix("\n\n"))
+        let message = try EJSONParser.parse(String(frame.dropFirst(6).dropLast(2)))
+        #expect(message == ["jsonrpc": "2.0", "method": "notifications/resources/updated", "params": ["uri": "ddp://tasks/a"]])
+    }
+
+    @Test func aSessionWatchesAtMostItsLimitAndHasOneStream() {
+        let watch = MCPWatch()
+        for n in 0..<MCPWatch.limit { #expect(watch.add("ddp://tasks/\(n)", .document(collection: "tasks", id: .string("\(n)")))) }
+        #expect(!watch.add("ddp://tasks/more", .document(collection: "tasks", id: .string("more"))))
+        #expect(watch.add("ddp://tasks/0", .document(collection: "tasks", id: .string("0"))), "watching again is refused")
+        watch.remove("ddp://tasks/0")
+        #expect(watch.add("ddp://tasks/more", .document(collection: "tasks", id: .string("more"))))
+        #expect(watch.openStream())
+        #expect(!watch.openStream())
+        watch.streamClosed()
+        #expect(watch.openStream())
+    }
+}
+
 @Suite struct MCPSessionBookTests {
     static let here = ClientKey(address: "127.0.0.1", ipv6Prefix: 64)
     static let there = ClientKey(address: "127.0.0.2", ipv6Prefix: 64)

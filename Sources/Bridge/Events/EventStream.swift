@@ -14,6 +14,12 @@ public struct StreamFilter: Sendable {
     public var documentID: String?
     /// A live query (with exactly one collection): documents entering it are `added`, leaving it `removed`.
     public var selector: Selector?
+    /// An MCP session's server stream: its frames are notifications for the resources it watches.
+    var watch: MCPWatch?
+
+    /// Whether the stream takes the session's events one by one, with frames of its own (a live
+    /// query, an MCP stream), rather than the events' shared frames.
+    var takesEventsOneByOne: Bool { selector != nil || watch != nil }
 
     public init(collections: Set<String>? = nil, documentID: String? = nil, selector: Selector? = nil) {
         self.collections = collections
@@ -94,10 +100,12 @@ final class EventStream: Sendable {
         self.state = NIOLoopBoundBox.makeBoxSendingValue(StreamState(limit: limit), eventLoop: loop)
     }
 
-    /// Runs a step of the machine on the loop, noting when the state gets its last frame.
+    /// Runs a step of the machine on the loop, noting when the state gets its last frame. One
+    /// access to the box, in place (its getter would copy the state, and retain what it holds).
     private func withState<Result>(_ body: (inout StreamState) -> Result) -> Result {
-        let result = body(&state.value)
-        if state.value.hasEnded, !ended.load(ordering: .relaxed) { ended.store(true, ordering: .releasing) }
+        func step(_ state: inout StreamState) -> (Result, Bool) { (body(&state), state.hasEnded) }
+        let (result, hasEnded) = step(&state.value)
+        if hasEnded, !ended.load(ordering: .relaxed) { ended.store(true, ordering: .releasing) }
         return result
     }
 
@@ -110,11 +118,15 @@ final class EventStream: Sendable {
 
     /// The stream's writer, once it has taken its connection (on the loop): a loop's feed hands
     /// it the turn's shared buffers; before that, they join the stream's buffer.
-    var writer: NIOLoopBound<any StreamSink>? { state.value.waker?.writer }
+    var writer: NIOLoopBound<any StreamSink>? { withState { $0.waker?.writer } }
 
     /// Routes one session event through the filter (and the live query) into the buffer; the
     /// writer's wake-up, if one is due, joins `wakeups` (rung once for the whole batch). On the loop.
     func deliver(_ event: SessionEvent, into wakeups: inout Wakeups) {
+        if let watch = filter.watch {
+            if let frames = watch.frames(for: event) { enqueue(frames, into: &wakeups) }
+            return
+        }
         guard filter.passes(event) else { return }
         guard let selector = filter.selector else {
             enqueue(event.frame, into: &wakeups)

@@ -15,7 +15,8 @@ import NIOCore
 ///
 /// A live query's stream is a member too, but takes the events one by one and matches each
 /// against the documents it holds (its frames are its own: `added` as a document enters,
-/// `removed` as it leaves), on the reader's loop.
+/// `removed` as it leaves), on the reader's loop; so does an MCP session's server stream (its
+/// frames are notifications, ``MCPWatch``).
 ///
 /// What queues while the loop writes goes out together in its next turn, one write per stream
 /// (the changes are not folded: each event is in the turn's bytes). A stream that lags keeps
@@ -245,7 +246,7 @@ extension LoopFeed {
             var wakeups = Wakeups()
             defer { wakeups.ring() }
             for member in all {
-                if member.stream.filter.selector != nil {
+                if member.stream.filter.takesEventsOneByOne {
                     Self.deliver(entries, after: member.from, to: member.stream, into: &wakeups)
                     continue
                 }

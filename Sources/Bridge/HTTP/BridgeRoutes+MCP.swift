@@ -47,8 +47,9 @@ extension BridgeRoutes {
                 MCPProtocol.Fault(code: MCPProtocol.Fault.invalidRequest, message: "Mcp-Session-Id is missing: send initialize first", id: requestID),
                 status: .badRequest)
         }
+        let entry: MCPSessions.Entry
         do {
-            _ = try mcp.use(sessionID, owner: owner, now: configuration.clock.now)
+            entry = try mcp.use(sessionID, owner: owner, now: configuration.clock.now)
         } catch {
             // Another credential's session is answered as an unknown one: it does not exist for it.
             return Self.mcpFault(
@@ -58,7 +59,7 @@ extension BridgeRoutes {
         }
         guard case .request(let id, let method, let params) = inbound else { return Response(status: .accepted) }
         do {
-            let result = try await mcpAnswer(method, params, signedIn: credential != nil, request, context)
+            let result = try await mcpAnswer(method, params, signedIn: credential != nil, watch: entry.watch, request, context)
             return Self.mcpJSON(MCPProtocol.response(id: id, result: result))
         } catch var fault as MCPProtocol.Fault {
             fault.id = id
@@ -69,6 +70,57 @@ extension BridgeRoutes {
             try? mcp.close(sessionID, owner: owner)
             throw error
         }
+    }
+
+    /// `GET /mcp`: the session's server stream, where `notifications/resources/updated` comes for
+    /// each subscribed resource a change reaches (``MCPWatch``). It is a stream of the agent's
+    /// user's session (counted against its streams, cut past its buffer as a slow consumer, with
+    /// its heartbeats), one per MCP session; signed out there is nothing to hear (405).
+    @Sendable func mcpStream(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        let (entry, session) = try await mcpStreamOwner(request, context)
+        guard entry.watch.openStream() else {
+            throw BridgeError(.tooManyStreams, "This MCP session's server stream is open already (one per session)")
+        }
+        var filter = StreamFilter()
+        filter.watch = entry.watch
+        let stream = makeStream(filter, counters: registry.metrics.sessionStreams, on: context.channel.eventLoop)
+        do {
+            try await session.attach(stream, start: .live)
+        } catch {
+            entry.watch.streamClosed()
+            throw error
+        }
+        let watch = entry.watch
+        return sseResponse(stream, request, context) {
+            session.detach(stream)
+            watch.streamClosed()
+        }
+    }
+
+    /// `HEAD /mcp`: what a `GET` would answer, checked the same way, with no stream opened (the
+    /// router's generated HEAD would run the `GET` and leave its stream attached).
+    @Sendable func mcpStreamHead(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        _ = try await mcpStreamOwner(request, context)
+        return Self.sseHead
+    }
+
+    /// The MCP session a server stream is asked for, and its user's session.
+    private func mcpStreamOwner(_ request: Request, _ context: BridgeRequestContext) async throws -> (MCPSessions.Entry, Session) {
+        guard let sessionID = request.headers[Self.mcpSessionHeader] else {
+            throw BridgeError.badRequest("Mcp-Session-Id is missing: send initialize first")
+        }
+        guard let credential = RequestInput.credential(request) else {
+            throw BridgeError(
+                .methodNotAllowed, "Signed out, an MCP session has no server stream (nothing it can subscribe to)",
+                allow: [.post, .delete])
+        }
+        let entry: MCPSessions.Entry
+        do {
+            entry = try mcp.use(sessionID, owner: SessionToken.hash(credential.token), now: configuration.clock.now)
+        } catch {
+            throw BridgeError.notFound("No MCP session \(sessionID) for this credential: send initialize again")
+        }
+        return (entry, try await session(request, context))
     }
 
     /// `DELETE /mcp`: ends the session named by `Mcp-Session-Id` (204).
@@ -103,7 +155,7 @@ extension BridgeRoutes {
         }
         let result: EJSON = [
             "protocolVersion": .string(version),
-            "capabilities": ["tools": ["listChanged": false], "resources": ["subscribe": false, "listChanged": false]],
+            "capabilities": ["tools": ["listChanged": false], "resources": ["subscribe": .bool(owner != nil), "listChanged": false]],
             "serverInfo": ["name": "ddp-bridge", "title": "Meteor data through ddp-bridge", "version": .string(BuildInfo.version)],
             "instructions": .string(
                 owner == nil
@@ -117,7 +169,9 @@ extension BridgeRoutes {
     }
 
     /// A request's result, or a JSON-RPC error (``MCPProtocol/Fault``).
-    private func mcpAnswer(_ method: String, _ params: EJSONObject, signedIn: Bool, _ request: Request, _ context: BridgeRequestContext)
+    private func mcpAnswer(
+        _ method: String, _ params: EJSONObject, signedIn: Bool, watch: MCPWatch, _ request: Request, _ context: BridgeRequestContext
+    )
         async throws -> EJSON
     {
         switch method {
@@ -187,6 +241,17 @@ extension BridgeRoutes {
                 throw MCPProtocol.Fault.invalidParams(error.reason)
             }
             return ["contents": [["uri": .string(uri), "mimeType": "application/json", "text": .string(String(decoding: bytes, as: UTF8.self))]]]
+        case "resources/subscribe", "resources/unsubscribe":
+            guard let uri = params["uri"]?.stringValue, let resource = MCPResource(uri: uri) else {
+                throw MCPProtocol.Fault.invalidParams("\(method) needs a \"uri\" of this server (ddp://{collection}/{id} or ddp://{collection}?…)")
+            }
+            guard signedIn else { throw MCPProtocol.Fault.invalidParams("Signed out, no resource can be subscribed to") }
+            if method == "resources/unsubscribe" {
+                watch.remove(uri)
+            } else if !watch.add(uri, resource) {
+                throw MCPProtocol.Fault.invalidParams("This session watches its most resources (\(MCPWatch.limit)); unsubscribe from one first")
+            }
+            return [:]
         default:
             throw MCPProtocol.Fault(code: MCPProtocol.Fault.methodNotFound, message: "Method not found: \(method)")
         }

@@ -54,6 +54,8 @@ struct BridgeRoutes: Sendable {
             (.head, "/v1/public/events", publicEventsHead),
             (.get, "/v1/public/collections/:name", publicCollection),
             (.post, "/mcp", mcpPost),
+            (.get, "/mcp", mcpStream),
+            (.head, "/mcp", mcpStreamHead),
             (.delete, "/mcp", mcpDelete)
         ]
     }

@@ -9,13 +9,15 @@ import DDP
 /// when it is next used). The book is a value (``Book``, pure); ``MCPSessions`` holds it under a
 /// lock.
 final class MCPSessions: Sendable {
-    struct Entry: Sendable, Equatable {
+    struct Entry: Sendable {
         let id: String
         /// The SHA-256 of the credential that opened it; `nil` for an agent without one.
         let owner: String?
         let address: ClientKey
         let version: String
         var lastUsed: ContinuousClock.Instant
+        /// The resources it subscribed to, and its server stream.
+        var watch = MCPWatch()
     }
 
     /// Why a session could not be opened or used.
