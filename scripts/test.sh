@@ -106,6 +106,11 @@ python3 scripts/check-observability.py
 stage "contract"
 scripts/contract-test.sh
 
+# MCP through the official Python SDK (PyPI's `mcp`, in a venv of its own), then the example
+# agent (examples/mcp_agent.py), against the demo bridge (~15 s).
+stage "MCP SDK"
+scripts/mcp-sdk-test.sh
+
 # Two replicas behind HAProxy (deploy/haproxy.cfg) sharing a throwaway PostgreSQL session store,
 # the demo DDP server as the upstream: the replica serving a session is killed, then the other is
 # drained; writes with the same token go on, the stream resumes, the copy equals REST (~15 s).
