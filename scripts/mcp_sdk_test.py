@@ -85,7 +85,7 @@ async def signed_out(url):
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = [tool.name for tool in (await session.list_tools()).tools]
-            check(tools == ["list_public_publications"], "signed out, only the public tools: " + str(tools))
+            check(tools == ["list_public_publications", "query_public"], "signed out, only the public tools: " + str(tools))
 
 
 async def main(url):

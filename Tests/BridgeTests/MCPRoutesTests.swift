@@ -1,6 +1,7 @@
 import Bridge
 import DDP
 import DDPServer
+import FaultKit
 import HTTPTypes
 import HummingbirdTesting
 import Testing
@@ -206,14 +207,56 @@ import Testing
         }
     }
 
+    /// `changes_since`: the session's changes after a cursor, from its event log; a cursor the
+    /// log no longer holds (or never did) is a reset.
+    @Test func anAgentThatReadsNoResourceAsksForTheChangesSinceItsCursor() async throws {
+        try await BridgeHarness.run { h in
+            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            let (writer, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            _ = try await h.request(.post, "/v1/subscriptions", token: writer, body: #"{"name":"myTasks"}"#)
+            var agent = Agent(h, token: alice)
+            _ = try await agent.initialize()
+            _ = try await agent.tool("subscribe", ["name": "myTasks"])
+            let start = try await agent.tool("changes_since")
+            let cursor = try #require(start["structuredContent"]?["cursor"]?.intValue, "\(start)")
+            #expect(start["structuredContent"]?["changes"] == [])
+            let patched = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: writer, body: #"{"text":"seen later"}"#)
+            #expect(patched.status == .ok)
+            var seen: [EJSON] = []
+            try await eventually("the change after the cursor") {
+                let answer = try await agent.tool("changes_since", ["cursor": .int(cursor)])
+                seen = answer["structuredContent"]?["changes"]?.arrayValue ?? []
+                return !seen.isEmpty
+            }
+            let change = try #require(seen.first { $0["event"] == "changed" }, "\(seen)")
+            #expect(change["data"]?["id"] == "task-a2", "\(change)")
+            #expect(change["data"]?["fields"]?["text"] == "seen later", "\(change)")
+            let reset = try await agent.tool("changes_since", ["cursor": .int(1 << 40)])
+            #expect(reset["structuredContent"]?["reset"] == true, "\(reset)")
+            let bad = try await agent.tool("changes_since", ["cursor": .int(-1)])
+            #expect(bad["isError"] == true, "\(bad)")
+        }
+    }
+
     @Test func aSignedOutAgentGetsThePublicPartAndSessionsAreBoundedPerAddress() async throws {
-        try await BridgeHarness.run(configure: { $0.maxSessionsPerAddress = 2 }) { h in
+        let publications = try PublicPublications(parsing: "tasks(*)")
+        try await BridgeHarness.run(configure: {
+            $0.maxSessionsPerAddress = 2
+            $0.publicPublications = publications
+        }) { h in
             var anonymous = Agent(h, token: nil)
             _ = try await anonymous.initialize()
             let tools = try await anonymous.call("tools/list")["tools"]?.arrayValue?.compactMap { $0["name"]?.stringValue }
-            #expect(tools == ["list_public_publications"])
-            let publications = try await anonymous.tool("list_public_publications")
-            #expect(publications["isError"] == false, "\(publications)")
+            #expect(tools == ["list_public_publications", "query_public"])
+            let listed = try await anonymous.tool("list_public_publications")
+            #expect(listed["isError"] == false, "\(listed)")
+            let read = try await anonymous.tool(
+                "query_public", ["publication": "tasks", "params": [["listId": "inbox"]], "collection": "tasks", "fields": ["listId": .int(1)]])
+            let lists = read["structuredContent"]?["documents"]?.arrayValue?.compactMap { $0["listId"]?.stringValue }
+            #expect(lists?.isEmpty == false && lists?.allSatisfy { $0 == "inbox" } == true, "\(read)")
+            let notPublic = try await anonymous.tool("query_public", ["publication": "myTasks", "collection": "tasks"])
+            #expect(notPublic["isError"] == true, "\(notPublic)")
+            #expect(notPublic["structuredContent"]?["error"] == "not-public", "\(notPublic)")
             let refused = try await anonymous.call("tools/call", ["name": "query", "arguments": ["collection": "tasks"]])
             #expect(refused["error"]?["code"] == .int(-32602), "\(refused)")
             // A second session from the address, then the third is refused with the REST shape.

@@ -107,7 +107,7 @@ import Testing
     @Test func signedOutAgentsAreOfferedThePublicToolsOnly() throws {
         let catalog = try MCPToolCatalog.parse(#"{"tools":[{"name":"echo"}],"callMethod":true}"#)
         let names = { (signedIn: Bool) in catalog.list(signedIn: signedIn)["tools"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? [] }
-        #expect(names(false) == ["list_public_publications"])
+        #expect(names(false) == ["list_public_publications", "query_public"])
         #expect(Set(names(true)).isSuperset(of: ["query", "get_document", "call_method", "echo", "insert"]))
         #expect(catalog.tool(named: "echo", signedIn: false) == nil)
         #expect(catalog.tool(named: "query", signedIn: false) == nil)

@@ -31,6 +31,19 @@ public enum SSEFrame {
         encode(id: nil, event: "error", data: ["error": .string(code.description), "reason": .string(reason)])
     }
 
+    /// An event frame's parts as ``encode(id:event:data:)`` wrote them: its event name and its
+    /// data's text (`nil` for anything else).
+    static func parts(of frame: ByteBuffer) -> (event: String, data: String)? {
+        var event: String?
+        var data: String?
+        // One field a line; the data is compact JSON, whose strings escape their newlines.
+        for line in String(buffer: frame).split(separator: "\n") {
+            if line.hasPrefix("event: ") { event = String(line.dropFirst(7)) } else if line.hasPrefix("data: ") { data = String(line.dropFirst(6)) }
+        }
+        guard let event, let data else { return nil }
+        return (event, data)
+    }
+
     /// The reconnection delay hint, sent first.
     public static func retry(milliseconds: Int) -> [UInt8] { Array("retry: \(milliseconds)\n\n".utf8) }
 }

@@ -277,19 +277,48 @@ extension BridgeRoutes {
     private func mcpRun(_ tool: MCPToolCatalog.Tool, _ arguments: MCPArguments, _ request: Request, _ context: BridgeRequestContext)
         async throws -> EJSON
     {
-        if case .builtin(.listPublicPublications) = tool { return ["publications": fanout.publications.ejson] }
-        let session = try await session(request, context)
         let address = RequestInput.clientKey(request, context, configuration: configuration)
         switch tool {
         case .builtin(.listPublicPublications):
             return ["publications": fanout.publications.ejson]
+        case .builtin(.queryPublic):
+            let name = try arguments.string("publication")
+            try fanout.publications.check(name)
+            let params = try arguments.array("params").arrayValue ?? []
+            try fanout.publications.check(name, params)
+            let query = try arguments.documentQuery(configuration)
+            return try MCPToolResult.decoded(
+                try await publicAnswer(query, on: try arguments.string("collection"), of: name, params, from: address))
+        default:
+            break
+        }
+        let session = try await session(request, context)
+        switch tool {
+        case .builtin(.listPublicPublications), .builtin(.queryPublic):
+            throw BridgeError(.internalError, "a public tool reached the session's")
+        case .builtin(.changesSince):
+            var cursor: UInt64?
+            if let value = arguments.values["cursor"], !value.isNull {
+                guard let n = value.intValue, let id = UInt64(exactly: n) else {
+                    throw BridgeError.badRequest("cursor must be a non-negative integer (a cursor changes_since answered)")
+                }
+                cursor = id
+            }
+            guard let (events, next, more) = session.changes(after: cursor, maxBytes: Self.changesPage) else {
+                return [
+                    "reset": true, "cursor": .int(Int(session.logPosition())),
+                    "reason": "The cursor is older than this session's event log (or not this session's): query again, then go on from this cursor"
+                ]
+            }
+            let changes: [EJSON] = events.compactMap { event in
+                guard let (kind, data) = SSEFrame.parts(of: event.frame) else { return nil }
+                return ["id": .int(Int(event.id)), "event": .string(kind), "data": (try? EJSONParser.parse(data)) ?? .null]
+            }
+            return ["changes": .array(changes), "cursor": .int(Int(next)), "more": .bool(more)]
         case .builtin(.listCollections):
             return ["collections": await collectionList(session)]
         case .builtin(.query):
-            let query = try DocumentQuery(
-                selector: try arguments.json("selector"), sort: try arguments.json("sort"), skip: try arguments.integerText("skip"),
-                limit: try arguments.integerText("limit"), fields: try arguments.json("fields"), defaultLimit: configuration.defaultQueryLimit,
-                maxLimit: configuration.maxQueryLimit)
+            let query = try arguments.documentQuery(configuration)
             return try MCPToolResult.decoded(try await answer(query, on: try arguments.string("collection"), of: session).body)
         case .builtin(.getDocument):
             let body = try await document(try arguments.documentID("id"), in: try arguments.string("collection"), of: session)
@@ -330,6 +359,9 @@ extension BridgeRoutes {
             return ["result": result ?? .null]
         }
     }
+
+    /// The most bytes of the log's frames one `changes_since` answers (it says `more`).
+    static let changesPage = 256 << 10
 
     private static func mcpJSON(_ bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
         Reply.json(encoded: ByteBuffer(bytes: bytes), status: status)

@@ -129,8 +129,20 @@ extension BridgeRoutes {
         let collectionName = try collectionName(context)
         let (name, params) = try publicSubscription(try StreamQuery(request))
         let query = try documentQuery(request)
-        // A read holds a reader's place while it runs, like a stream.
         let address = RequestInput.clientKey(request, context, configuration: configuration)
+        let bytes = try await publicAnswer(query, on: collectionName, of: name, params, from: address)
+        let tag = "\"" + SHA256Digest.hex(bytes: bytes).prefix(32) + "\""
+        let headers = publicHeaders(tag)
+        if Self.matches(tag, request.headers[values: .ifNoneMatch]) { return Response(status: .notModified, headers: headers) }
+        return Reply.json(encoded: ByteBuffer(bytes: bytes), headers: headers)
+    }
+
+    /// A public publication's collection queried (REST and MCP): the read holds a reader's
+    /// place of `address` while it runs, like a stream, and the publication's subscription is
+    /// referenced meanwhile (it lingers for the next reader).
+    func publicAnswer(_ query: DocumentQuery, on collectionName: String, of name: String, _ params: [EJSON], from address: ClientKey)
+        async throws -> [UInt8]
+    {
         try fanout.admitReader(from: address)
         defer { fanout.readerLeft(from: address) }
         let (session, id, _) = try await fanout.subscribe(name, params, from: address)
@@ -145,8 +157,11 @@ extension BridgeRoutes {
             let held = await session.client.withCache { Array($0.collections.keys) }.sorted()
             absent = AbsentCollection(name: collectionName, held: held, publication: name)
         }
-        let bytes = Self.queryBody(documents, count: count, absent: absent)
-        let tag = "\"" + SHA256Digest.hex(bytes: bytes).prefix(32) + "\""
+        return Self.queryBody(documents, count: count, absent: absent)
+    }
+
+    /// `GET /v1/public/collections/{name}`'s headers, after its answer.
+    private func publicHeaders(_ tag: String) -> HTTPFields {
         var headers: HTTPFields = [
             .eTag: tag,
             .cacheControl: configuration.publicMaxAge > 0 ? "public, max-age=\(configuration.publicMaxAge)" : "public, no-cache"
@@ -154,8 +169,7 @@ extension BridgeRoutes {
         // With CORS on, the answer's Access-Control headers depend on the Origin: a shared cache
         // must keep one copy per origin, or it serves one origin's CORS answer to another.
         if !configuration.corsOrigins.isEmpty { headers[.vary] = "Origin" }
-        if Self.matches(tag, request.headers[values: .ifNoneMatch]) { return Response(status: .notModified, headers: headers) }
-        return Reply.json(encoded: ByteBuffer(bytes: bytes), headers: headers)
+        return headers
     }
 
     /// `subscribe=` (required) and `params=` of a public route: the publication must be public

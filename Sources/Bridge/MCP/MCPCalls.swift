@@ -38,6 +38,14 @@ struct MCPArguments {
         return value
     }
 
+    /// The REST query's parameters (`selector`, `sort`, `skip`, `limit`, `fields`), read as REST
+    /// reads them.
+    func documentQuery(_ configuration: BridgeConfiguration) throws(BridgeError) -> DocumentQuery {
+        try DocumentQuery(
+            selector: try json("selector"), sort: try json("sort"), skip: try integerText("skip"), limit: try integerText("limit"),
+            fields: try json("fields"), defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
+    }
+
     /// A document id as REST's path carries it (an ObjectId as 24 hex digits).
     func documentID(_ name: String) throws(BridgeError) -> DocumentID {
         let text = try string(name)

@@ -38,11 +38,13 @@ public struct MCPToolCatalog: Sendable, Equatable {
         case update
         case remove
         case callMethod = "call_method"
+        case changesSince = "changes_since"
         case listPublicPublications = "list_public_publications"
+        case queryPublic = "query_public"
 
         /// What a client without a credential may use: reads of what the operator made public.
-        var isAnonymous: Bool { self == .listPublicPublications }
-        var readOnly: Bool { [.listCollections, .query, .getDocument, .listPublicPublications].contains(self) }
+        var isAnonymous: Bool { self == .listPublicPublications || self == .queryPublic }
+        var readOnly: Bool { [.listCollections, .query, .getDocument, .changesSince, .listPublicPublications, .queryPublic].contains(self) }
     }
 
     /// What a `tools/call` names.
@@ -81,6 +83,14 @@ public struct MCPToolCatalog: Sendable, Equatable {
     // MARK: - The bridge's own tools
 
     static let collection: EJSON = ["type": "string", "description": "The collection's name, as the session's subscriptions publish it"]
+    /// A query's arguments beside `collection` (the REST query's parameters).
+    static let queryArguments: EJSONObject = [
+        "selector": ["type": "object", "description": "A Mongo selector, e.g. {\"done\": false}"],
+        "sort": ["description": "A sort specifier, e.g. {\"createdAt\": -1}"],
+        "skip": ["type": "integer", "minimum": 0],
+        "limit": ["type": "integer", "minimum": 0, "description": "At most this many (0: the bridge's most)"],
+        "fields": ["type": "object", "description": "A projection, e.g. {\"text\": 1}"]
+    ]
     static let id: EJSON = ["type": "string", "description": "The document's _id (an ObjectId as 24 hex digits)"]
 
     static func describe(_ tool: Builtin) -> EJSON {
@@ -90,14 +100,22 @@ public struct MCPToolCatalog: Sendable, Equatable {
             case .query:
                 (
                     "Documents of a collection this session holds, as Meteor's Minimongo answers the query: {documents, count}",
-                    [
-                        "collection": collection,
-                        "selector": ["type": "object", "description": "A Mongo selector, e.g. {\"done\": false}"],
-                        "sort": ["description": "A sort specifier, e.g. {\"createdAt\": -1}"],
-                        "skip": ["type": "integer", "minimum": 0],
-                        "limit": ["type": "integer", "minimum": 0, "description": "At most this many (0: the bridge's most)"],
-                        "fields": ["type": "object", "description": "A projection, e.g. {\"text\": 1}"]
-                    ], ["collection"]
+                    Self.with(queryArguments, ["collection": collection]), ["collection"]
+                )
+            case .queryPublic:
+                (
+                    "Documents of a collection of a public publication (list_public_publications names them), as the query answers: {documents, count}",
+                    Self.with(
+                        queryArguments,
+                        [
+                            "publication": ["type": "string"], "params": ["type": "array", "description": "The publication's parameters"],
+                            "collection": collection
+                        ]), ["publication", "collection"]
+                )
+            case .changesSince:
+                (
+                    "This session's changes after a cursor (its event log): {changes, cursor, more}; omit the cursor to get the current one. {reset: true} when the cursor is older than the log: query again",
+                    ["cursor": ["type": "integer", "minimum": 0, "description": "The cursor a previous call answered"]], []
                 )
             case .getDocument: ("One document of a collection this session holds", ["collection": collection, "id": id], ["collection", "id"])
             case .subscribe:
@@ -127,6 +145,13 @@ public struct MCPToolCatalog: Sendable, Equatable {
             "name": .string(tool.rawValue), "description": .string(description), "inputSchema": .object(schema),
             "annotations": ["readOnlyHint": .bool(tool.readOnly)]
         ]
+    }
+
+    /// `base` with the fields of `extra` after its own.
+    static func with(_ base: EJSONObject, _ extra: EJSONObject) -> EJSONObject {
+        var object = base
+        for field in extra { object[field.key] = field.value }
+        return object
     }
 
     /// A method tool's parameters from a call's arguments.

@@ -150,6 +150,21 @@ extension Session {
             walk: walk(cache, filter, emits: true), marker: id)
     }
 
+    /// The session's events after `cursor`, oldest first, up to about `maxBytes` of frames, and
+    /// the cursor to ask with next (MCP's `changes_since`); `nil` when the log no longer holds
+    /// them all (or the cursor is not this session's): the caller reads the documents again. With
+    /// no cursor: none, and the current one.
+    func changes(after cursor: UInt64?, maxBytes: Int) -> (events: [SessionEvent], cursor: UInt64, more: Bool)? {
+        state.withLock { state in
+            Session.flush(&state, now: configuration.clock.now)
+            let log = state.machine.log
+            guard let cursor else { return ([], log.lastID, false) }
+            guard let events = log.events(after: cursor, through: log.lastID, maxBytes: maxBytes) else { return nil }
+            let reached = events.last?.id ?? cursor
+            return (events, reached, reached < log.lastID)
+        }
+    }
+
     /// The id of the newest event in the session's log (pending changes flushed first): a stream
     /// that starts `.resume(after:)` it gets everything that happens in the session from now on.
     func logPosition() -> UInt64 {
