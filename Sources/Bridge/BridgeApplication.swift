@@ -42,7 +42,7 @@ public enum BridgeApplication {
             ])
         let mcp = MCPSessions(
             maxSessions: configuration.mcpMaxSessions, maxPerAddress: configuration.maxSessionsPerAddress,
-            idleTimeout: configuration.sessionIdleTimeout)
+            idleTimeout: configuration.sessionIdleTimeout, notifyInterval: configuration.mcpNotifyInterval)
         let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout, admission: admission, mcp: mcp)
         let ownOrigins = OwnOrigins(configured: configuration.publicOrigins)
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))

@@ -123,7 +123,7 @@ import Testing
     /// the agent's server stream as `notifications/resources/updated`, and a change of another
     /// document does not; one server stream per MCP session.
     @Test func anAgentHearsWhenADocumentItSubscribedToChanges() async throws {
-        try await BridgeHarness.run { h in
+        try await BridgeHarness.run(configure: { $0.mcpNotifyInterval = .seconds(2) }) { h in
             let port = try #require(h.client.port)
             let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
             let (writer, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
@@ -150,6 +150,15 @@ import Testing
                 let all = await stream.events
                 let notified = all.filter { $0.json["method"] == "notifications/resources/updated" }
                 #expect(notified.map { $0.json["params"]?["uri"] } == ["ddp://tasks/task-a1"], "\(all)")
+                // Three changes within the interval (2 s) make one notification, at its end.
+                for text in ["one", "two", "three"] {
+                    _ = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: writer, body: #"{"text":"\#(text)"}"#)
+                }
+                try await stream.wait("the coalesced notification") { events in
+                    events.filter { $0.json["method"] == "notifications/resources/updated" }.count >= 2
+                }
+                let after = await stream.events.filter { $0.json["method"] == "notifications/resources/updated" }
+                #expect(after.count == 2, "\(after)")
             }
             // Signed out there is no server stream.
             var anonymous = Agent(h, token: nil)

@@ -161,6 +161,27 @@ import Testing
         #expect(message == ["jsonrpc": "2.0", "method": "notifications/resources/updated", "params": ["uri": "ddp://tasks/a"]])
     }
 
+    /// At most one notification per resource per interval: a change within it is held, and
+    /// the resource's one notification for it goes out when the interval ends.
+    @Test func notificationsAreCoalescedPerResourceAndInterval() {
+        let start = ContinuousClock.now
+        let second: Duration = .seconds(1)
+        var notes = MCPWatch.Notes()
+        var (sent, flushAt) = notes.reached(["a", "b"], now: start, interval: second)
+        #expect(sent == ["a", "b"] && flushAt == nil)
+        (sent, flushAt) = notes.reached(["a"], now: start + .milliseconds(100), interval: second)
+        #expect(sent.isEmpty && flushAt == start + second, "a change within the interval is held, the flush set")
+        (sent, flushAt) = notes.reached(["a", "b"], now: start + .milliseconds(200), interval: second)
+        #expect(sent.isEmpty && flushAt == nil, "the timer is set already")
+        (sent, flushAt) = notes.flush(now: start + second, interval: second)
+        #expect(sent == ["a", "b"] && flushAt == nil, "both go out once at the interval's end")
+        (sent, _) = notes.reached(["a"], now: start + .milliseconds(1500), interval: second)
+        #expect(sent.isEmpty)
+        notes.forget("a")
+        (sent, flushAt) = notes.flush(now: start + .seconds(3), interval: second)
+        #expect(sent.isEmpty && flushAt == nil, "an unsubscribed resource is not notified")
+    }
+
     @Test func aSessionWatchesAtMostItsLimitAndHasOneStream() {
         let watch = MCPWatch()
         for n in 0..<MCPWatch.limit { #expect(watch.add("ddp://tasks/\(n)", .document(collection: "tasks", id: .string("\(n)")))) }
@@ -180,7 +201,7 @@ import Testing
     static let there = ClientKey(address: "127.0.0.2", ipv6Prefix: 64)
 
     static func entry(_ id: String, _ address: ClientKey = here, owner: String? = "alice", at now: ContinuousClock.Instant) -> MCPSessions.Entry {
-        MCPSessions.Entry(id: id, owner: owner, address: address, version: "2025-06-18", lastUsed: now)
+        MCPSessions.Entry(id: id, owner: owner, address: address, version: "2025-06-18", lastUsed: now, watch: MCPWatch())
     }
 
     @Test func sessionsAreBoundedInAllAndPerAddressAndIdleOnesMakeRoom() throws {

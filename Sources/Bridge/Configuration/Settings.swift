@@ -193,6 +193,9 @@ public struct Settings: Sendable {
             do { settings.configuration.mcpTools = try MCPToolCatalog.parse(text) } catch { throw value.invalid(": \(error)") }
         },
         integer("mcp-max-sessions", "MCP sessions held at once (each address within --max-sessions-per-address)", \.configuration.mcpMaxSessions),
+        seconds(
+            "mcp-notify-interval", "Seconds between two notifications of one MCP resource (changes meanwhile make one)",
+            \.configuration.mcpNotifyInterval, minimum: 0.01),
         custom(
             "memory-budget",
             "Bytes the documents held for clients may take in all, by estimate (default: half the cgroup memory limit, or of the machine's memory)",

@@ -124,7 +124,9 @@ final class EventStream: Sendable {
     /// writer's wake-up, if one is due, joins `wakeups` (rung once for the whole batch). On the loop.
     func deliver(_ event: SessionEvent, into wakeups: inout Wakeups) {
         if let watch = filter.watch {
-            if let frames = watch.frames(for: event) { enqueue(frames, into: &wakeups) }
+            let (frames, flushAt) = watch.frames(for: event, now: clock.now)
+            if let frames { enqueue(frames, into: &wakeups) }
+            if let flushAt { flush(watch, at: flushAt) }
             return
         }
         guard filter.passes(event) else { return }
@@ -144,6 +146,22 @@ final class EventStream: Sendable {
         guard let inside = liveMatch(selector, id, event.document) else { return }
         if let frame = withState({ $0.liveQueryFrame(event, collection: collection, id: id, inside: inside) }) {
             enqueue(frame, into: &wakeups)
+        }
+    }
+
+    /// An MCP stream's coalesced notifications, due at `instant`: a timer of the stream's loop
+    /// writes those whose interval has ended and sets itself again for the rest. A stream that
+    /// has ended takes nothing more.
+    private func flush(_ watch: MCPWatch, at instant: ContinuousClock.Instant) {
+        _ = clock.schedule(after: max(instant - clock.now, .zero), on: loop) { [weak self] in
+            guard let self, !self.hasEnded else { return }
+            let (frames, again) = watch.flush(now: self.clock.now)
+            if let frames {
+                var wakeups = Wakeups()
+                self.enqueue(frames, into: &wakeups)
+                wakeups.ring()
+            }
+            if let again { self.flush(watch, at: again) }
         }
     }
 

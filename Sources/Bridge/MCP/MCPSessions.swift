@@ -17,7 +17,7 @@ final class MCPSessions: Sendable {
         let version: String
         var lastUsed: ContinuousClock.Instant
         /// The resources it subscribed to, and its server stream.
-        var watch = MCPWatch()
+        var watch: MCPWatch
     }
 
     /// Why a session could not be opened or used.
@@ -85,9 +85,12 @@ final class MCPSessions: Sendable {
     }
 
     private let book: LockedState<Book>
+    /// At most one notification per resource per this long (``MCPWatch``).
+    let notifyInterval: Duration
 
-    init(maxSessions: Int, maxPerAddress: Int, idleTimeout: Duration) {
+    init(maxSessions: Int, maxPerAddress: Int, idleTimeout: Duration, notifyInterval: Duration = .seconds(1)) {
         book = LockedState(Book(maxSessions: maxSessions, maxPerAddress: maxPerAddress, idleTimeout: idleTimeout))
+        self.notifyInterval = notifyInterval
     }
 
     var count: Int { book.withLock { $0.count } }
@@ -96,7 +99,7 @@ final class MCPSessions: Sendable {
     /// the URL-safe base64 alphabet, 256 bits).
     func open(owner: String?, address: ClientKey, version: String, now: ContinuousClock.Instant) throws(Refusal) -> String {
         let id = MeteorRandom.secret()
-        let entry = Entry(id: id, owner: owner, address: address, version: version, lastUsed: now)
+        let entry = Entry(id: id, owner: owner, address: address, version: version, lastUsed: now, watch: MCPWatch(interval: notifyInterval))
         try book.withLock { book throws(Refusal) in try book.open(entry, now: now) }
         return id
     }
