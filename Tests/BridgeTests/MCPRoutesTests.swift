@@ -135,7 +135,8 @@ import Testing
             let bad = try await agent.call("resources/subscribe", ["uri": "http://elsewhere/x"])
             #expect(bad["error"]?["code"] == .int(-32602), "\(bad)")
             let sessionID = try #require(agent.sessionID)
-            try await withEventStream(port: port, "/mcp", token: alice, headers: [("Mcp-Session-Id", sessionID)]) { stream in
+            let lastNotified: String? = try await withEventStream(port: port, "/mcp", token: alice, headers: [("Mcp-Session-Id", sessionID)]) {
+                stream in
                 try await stream.waitUntilOpen()
                 // A second server stream for the same MCP session is refused.
                 let second = try await h.request(.get, "/mcp", token: alice, headers: [BridgeRoutesHeaders.session: sessionID])
@@ -159,7 +160,30 @@ import Testing
                 }
                 let after = await stream.events.filter { $0.json["method"] == "notifications/resources/updated" }
                 #expect(after.count == 2, "\(after)")
+                return after.last?.id
             }
+            // Resumed after the last notification's id: a change made while the stream was
+            // closed is notified at once; with an id the log does not hold, every subscribed
+            // resource is.
+            let lastID = try #require(lastNotified, "the notifications carry no id")
+            let whileAway = try await h.request(.patch, "/v1/collections/tasks/task-a1", token: writer, body: #"{"text":"while away"}"#)
+            #expect(whileAway.status == .ok)
+            try await withEventStream(port: port, "/mcp", token: alice, headers: [("Mcp-Session-Id", sessionID), ("Last-Event-ID", lastID)]) {
+                stream in
+                try await stream.wait("the missed change's notification") { events in
+                    events.contains { $0.json["params"]?["uri"] == "ddp://tasks/task-a1" }
+                }
+            }
+            try await withEventStream(port: port, "/mcp", token: alice, headers: [("Mcp-Session-Id", sessionID), ("Last-Event-ID", "1")]) {
+                stream in
+                try await stream.wait("every resource's notification") { events in
+                    events.contains { $0.json["params"]?["uri"] == "ddp://tasks/task-a1" }
+                }
+            }
+            let badID = try await h.request(
+                .get, "/mcp", token: alice, headers: [BridgeRoutesHeaders.session: sessionID, HTTPField.Name("Last-Event-ID")!: "x"])
+            #expect(badID.status == .badRequest)
+
             // Signed out there is no server stream.
             var anonymous = Agent(h, token: nil)
             _ = try await anonymous.initialize()

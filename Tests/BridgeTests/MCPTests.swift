@@ -2,6 +2,7 @@ import DDP
 import DDPServer
 import Foundation
 import HTTPTypes
+import NIOCore
 import Testing
 
 @testable import Bridge
@@ -155,9 +156,9 @@ import Testing
         #expect(MCPWatch.reached(by: "tasks", "a", in: watched) == ["ddp://tasks/a", "ddp://tasks?limit=2"])
         #expect(MCPWatch.reached(by: "tasks", "c", in: watched) == ["ddp://tasks?limit=2"])
         #expect(MCPWatch.reached(by: "lists", "a", in: watched).isEmpty)
-        let frame = String(decoding: MCPWatch.updated("ddp://tasks/a"), as: UTF8.self)
-        #expect(frame.hasPrefix("data: ") && frame.hasSuffix("\n\n"))
-        let message = try EJSONParser.parse(String(frame.dropFirst(6).dropLast(2)))
+        let frame = String(decoding: MCPWatch.updated("ddp://tasks/a", id: 7), as: UTF8.self)
+        #expect(frame.hasPrefix("id: 7\ndata: ") && frame.hasSuffix("\n\n"))
+        let message = try EJSONParser.parse(String(frame.dropFirst(12).dropLast(2)))
         #expect(message == ["jsonrpc": "2.0", "method": "notifications/resources/updated", "params": ["uri": "ddp://tasks/a"]])
     }
 
@@ -167,19 +168,41 @@ import Testing
         let start = ContinuousClock.now
         let second: Duration = .seconds(1)
         var notes = MCPWatch.Notes()
-        var (sent, flushAt) = notes.reached(["a", "b"], now: start, interval: second)
+        var (sent, flushAt) = notes.reached(["a", "b"], by: 10, now: start, interval: second)
         #expect(sent == ["a", "b"] && flushAt == nil)
-        (sent, flushAt) = notes.reached(["a"], now: start + .milliseconds(100), interval: second)
+        (sent, flushAt) = notes.reached(["a"], by: 11, now: start + .milliseconds(100), interval: second)
         #expect(sent.isEmpty && flushAt == start + second, "a change within the interval is held, the flush set")
-        (sent, flushAt) = notes.reached(["a", "b"], now: start + .milliseconds(200), interval: second)
+        (sent, flushAt) = notes.reached(["a", "b"], by: 12, now: start + .milliseconds(200), interval: second)
         #expect(sent.isEmpty && flushAt == nil, "the timer is set already")
+        #expect(notes.covered == 10, "frames sent now say only what is notified: up to the event before the oldest held")
         (sent, flushAt) = notes.flush(now: start + second, interval: second)
+        #expect(notes.covered == 12)
         #expect(sent == ["a", "b"] && flushAt == nil, "both go out once at the interval's end")
-        (sent, _) = notes.reached(["a"], now: start + .milliseconds(1500), interval: second)
+        (sent, _) = notes.reached(["a"], by: 13, now: start + .milliseconds(1500), interval: second)
         #expect(sent.isEmpty)
         notes.forget("a")
         (sent, flushAt) = notes.flush(now: start + .seconds(3), interval: second)
         #expect(sent.isEmpty && flushAt == nil, "an unsubscribed resource is not notified")
+    }
+
+    /// A resumed stream starts with one notification per subscribed resource the missed events
+    /// reach; when the log no longer holds them, one per subscribed resource.
+    @Test func aResumedStreamStartsWithWhatTheMissedEventsReached() {
+        let watch = MCPWatch()
+        _ = watch.add("ddp://tasks/a", .document(collection: "tasks", id: .string("a")))
+        _ = watch.add("ddp://notes/n", .document(collection: "notes", id: .string("n")))
+        let missed = [
+            SessionEvent.document(.changed(collection: "tasks", id: "a", fields: ["x": 1], cleared: [], previous: [:]), document: ["x": 1], id: 5),
+            SessionEvent.document(.changed(collection: "tasks", id: "a", fields: ["x": 2], cleared: [], previous: [:]), document: ["x": 2], id: 6),
+            SessionEvent.document(.changed(collection: "tasks", id: "b", fields: ["x": 2], cleared: [], previous: [:]), document: ["x": 2], id: 7)
+        ]
+        let replayed = watch.replay(missed, through: 7).map { String(buffer: $0) }
+        #expect(replayed == String(decoding: MCPWatch.updated("ddp://tasks/a", id: 7), as: UTF8.self))
+        let reset = watch.replay(nil, through: 9).map { String(buffer: $0) }
+        #expect(
+            reset
+                == String(decoding: MCPWatch.updated("ddp://notes/n", id: 9) + MCPWatch.updated("ddp://tasks/a", id: 9), as: UTF8.self))
+        #expect(watch.replay([], through: 9) == nil)
     }
 
     @Test func aSessionWatchesAtMostItsLimitAndHasOneStream() {

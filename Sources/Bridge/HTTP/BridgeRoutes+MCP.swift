@@ -77,6 +77,13 @@ extension BridgeRoutes {
     /// user's session (counted against its streams, cut past its buffer as a slow consumer, with
     /// its heartbeats), one per MCP session; signed out there is nothing to hear (405).
     @Sendable func mcpStream(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
+        var resumeAfter: UInt64?
+        if let text = request.headers[StreamQuery.lastEventIDField] {
+            guard let id = QueryString.eventID(text) else {
+                throw BridgeError.badRequest("Last-Event-ID must be an id this MCP session's stream sent, got '\(text)'")
+            }
+            resumeAfter = id
+        }
         let (entry, session) = try await mcpStreamOwner(request, context)
         guard entry.watch.openStream() else {
             throw BridgeError(.tooManyStreams, "This MCP session's server stream is open already (one per session)")
@@ -91,6 +98,18 @@ extension BridgeRoutes {
             throw error
         }
         let watch = entry.watch
+        // Resumed: what changed since, from the session's log (read after the stream attached:
+        // a change then may be notified twice, never missed), on the stream's loop.
+        if let resumeAfter {
+            let (events, through) = session.changes(after: resumeAfter)
+            if let frames = watch.replay(events, through: through) {
+                stream.loop.execute {
+                    var wakeups = Wakeups()
+                    stream.enqueue(frames, into: &wakeups)
+                    wakeups.ring()
+                }
+            }
+        }
         return sseResponse(stream, request, context) {
             session.detach(stream)
             watch.streamClosed()

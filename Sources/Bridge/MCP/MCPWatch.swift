@@ -23,24 +23,33 @@ final class MCPWatch: Sendable {
         var notes = Notes()
     }
 
-    /// When each resource was last notified and which wait for their interval to end. Pure.
+    /// When each resource was last notified, which wait for their interval to end (with the
+    /// oldest session event each waits for), and the id the stream's frames carry: the newest
+    /// session event every change up to which has been notified, so a stream resumed after it
+    /// (`Last-Event-ID`) misses nothing. Pure.
     struct Notes: Sendable {
         var lastSent: [String: ContinuousClock.Instant] = [:]
-        var pending: Set<String> = []
+        var pending: [String: UInt64] = [:]
+        /// The newest session event seen.
+        var newest: UInt64 = 0
         /// A flush is due (the stream's timer is set).
         var flushSet = false
 
-        /// Of `uris` reached at `now`: those notified now, and when the others' flush is due
-        /// (`nil`: none to set: none waits, or the timer is set already).
-        mutating func reached(_ uris: [String], now: ContinuousClock.Instant, interval: Duration) -> (
+        /// The id the frames sent now carry.
+        var covered: UInt64 { pending.values.min().map { max($0, 1) - 1 } ?? newest }
+
+        /// Of `uris` reached by the session event `event` at `now`: those notified now, and when
+        /// the others' flush is due (`nil`: none to set: none waits, or the timer is set already).
+        mutating func reached(_ uris: [String], by event: UInt64, now: ContinuousClock.Instant, interval: Duration) -> (
             now: [String], flushAt: ContinuousClock.Instant?
         ) {
+            newest = max(newest, event)
             var sent: [String] = []
             for uri in uris {
                 if let last = lastSent[uri], now - last < interval {
-                    pending.insert(uri)
+                    if pending[uri] == nil { pending[uri] = event }
                 } else {
-                    pending.remove(uri)
+                    pending[uri] = nil
                     lastSent[uri] = now
                     sent.append(uri)
                 }
@@ -53,8 +62,8 @@ final class MCPWatch: Sendable {
         mutating func flush(now: ContinuousClock.Instant, interval: Duration) -> (now: [String], flushAt: ContinuousClock.Instant?) {
             flushSet = false
             var sent: [String] = []
-            for uri in pending.sorted() where lastSent[uri].map({ now - $0 >= interval }) ?? true {
-                pending.remove(uri)
+            for uri in pending.keys.sorted() where lastSent[uri].map({ now - $0 >= interval }) ?? true {
+                pending[uri] = nil
                 lastSent[uri] = now
                 sent.append(uri)
             }
@@ -62,14 +71,14 @@ final class MCPWatch: Sendable {
         }
 
         private mutating func setFlush(interval: Duration) -> ContinuousClock.Instant? {
-            guard !flushSet, let first = pending.compactMap({ lastSent[$0] }).min() else { return nil }
+            guard !flushSet, let first = pending.keys.compactMap({ lastSent[$0] }).min() else { return nil }
             flushSet = true
             return first + interval
         }
 
         mutating func forget(_ uri: String) {
             lastSent[uri] = nil
-            pending.remove(uri)
+            pending[uri] = nil
         }
     }
 
@@ -111,27 +120,47 @@ final class MCPWatch: Sendable {
     /// stream's timer must flush the others (`nil`: nothing to set).
     func frames(for event: SessionEvent, now: ContinuousClock.Instant) -> (frames: ByteBuffer?, flushAt: ContinuousClock.Instant?) {
         guard let collection = event.collection, let id = event.documentID else { return (nil, nil) }
-        let (sent, flushAt) = watched.withLock { watched in
-            watched.notes.reached(Self.reached(by: collection, id, in: watched.resources), now: now, interval: interval)
+        let (sent, covered, flushAt) = watched.withLock { watched in
+            let (sent, flushAt) = watched.notes.reached(
+                Self.reached(by: collection, id, in: watched.resources), by: event.id, now: now, interval: interval)
+            return (sent, watched.notes.covered, flushAt)
         }
-        return (Self.frames(sent), flushAt)
+        return (Self.frames(sent, id: covered), flushAt)
     }
 
     /// The stream's timer: the waiting notifications whose interval has ended, and when to flush
     /// again.
     func flush(now: ContinuousClock.Instant) -> (frames: ByteBuffer?, flushAt: ContinuousClock.Instant?) {
-        let (sent, flushAt) = watched.withLock { watched in
+        let (sent, covered, flushAt) = watched.withLock { watched in
             // A resource unsubscribed meanwhile is not notified.
             let (sent, flushAt) = watched.notes.flush(now: now, interval: interval)
-            return (sent.filter { watched.resources[$0] != nil }, flushAt)
+            return (sent.filter { watched.resources[$0] != nil }, watched.notes.covered, flushAt)
         }
-        return (Self.frames(sent), flushAt)
+        return (Self.frames(sent, id: covered), flushAt)
     }
 
-    private static func frames(_ uris: [String]) -> ByteBuffer? {
+    /// What a stream resumed after `Last-Event-ID` starts with: a notification for each
+    /// subscribed resource one of `events` (the session's, after that id) reaches, once; for
+    /// every subscribed resource when the log no longer holds them (`events` `nil`). Its id is
+    /// `through`, the log's position the replay reached.
+    func replay(_ events: [SessionEvent]?, through: UInt64) -> ByteBuffer? {
+        let uris = watched.withLock { watched in
+            watched.notes.newest = max(watched.notes.newest, through)
+            guard let events else { return watched.resources.keys.sorted() }
+            var reached: Set<String> = []
+            for event in events {
+                guard let collection = event.collection, let id = event.documentID else { continue }
+                reached.formUnion(Self.reached(by: collection, id, in: watched.resources))
+            }
+            return reached.sorted()
+        }
+        return Self.frames(uris, id: through)
+    }
+
+    private static func frames(_ uris: [String], id: UInt64) -> ByteBuffer? {
         guard !uris.isEmpty else { return nil }
         var bytes: [UInt8] = []
-        for uri in uris { bytes += updated(uri) }
+        for uri in uris { bytes += updated(uri, id: id) }
         return ByteBuffer(bytes: bytes)
     }
 
@@ -147,11 +176,11 @@ final class MCPWatch: Sendable {
     }
 
     /// `notifications/resources/updated` for `uri`, as an SSE event (the transport's default
-    /// `message` type).
-    static func updated(_ uri: String) -> [UInt8] {
+    /// `message` type) with the stream's id.
+    static func updated(_ uri: String, id: UInt64) -> [UInt8] {
         let message = EJSONWriter.encode([
             "jsonrpc": "2.0", "method": "notifications/resources/updated", "params": ["uri": .string(uri)]
         ])
-        return Array("data: ".utf8) + message + Array("\n\n".utf8)
+        return Array("id: \(id)\ndata: ".utf8) + message + Array("\n\n".utf8)
     }
 }
