@@ -2,6 +2,7 @@ import Bridge
 import DDP
 import DDPServer
 import FaultKit
+import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Testing
@@ -189,6 +190,54 @@ import Testing
             _ = try await anonymous.initialize()
             let refused = try await h.request(.get, "/mcp", headers: [BridgeRoutesHeaders.session: try #require(anonymous.sessionID)])
             #expect(refused.status == .methodNotAllowed)
+        }
+    }
+
+    /// An agent whose client stops reading its server stream is cut as a slow consumer, with the
+    /// reason, at the stream's bound, as any stream of its session would be. Heavy (60,000
+    /// documents, notifications past the sockets' buffers): run on its own by the test command.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["DDP_BRIDGE_HEAVY_TESTS"] != nil))
+    func anAgentThatStopsReadingItsStreamIsCutWithAReason() async throws {
+        try await BridgeHarness.run(configure: {
+            $0.streamBufferLimit = 64 << 10
+            $0.mcpNotifyInterval = .milliseconds(1)
+        }) { h in
+            let port = try #require(h.client.port)
+            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            var agent = Agent(h, token: alice)
+            _ = try await agent.initialize()
+            // Many resources each change reaches: notifications far past the socket's buffers.
+            for limit in 1...100 {
+                #expect(try await agent.call("resources/subscribe", ["uri": .string("ddp://bulk?limit=\(limit)")]) == [:])
+            }
+            let sessionID = try #require(agent.sessionID)
+            let loader = agent
+            try await withEventStream(port: port, "/mcp", token: alice, headers: [("Mcp-Session-Id", sessionID)]) { stream in
+                try await stream.waitUntilOpen()
+                await stream.pause()
+                async let loaded = {
+                    var loading = loader
+                    return try await loading.tool("subscribe", ["name": "bulk", "params": [.int(60_000)]])
+                }()
+                // The load is done, the stream was cut meanwhile: the reader reads again and
+                // finds the reason last.
+                #expect(try await loaded["isError"] == false)
+                await stream.resume()
+                try await stream.waitUntilFinished()
+                #expect(await stream.events.count < 60_000 * 100, "the backlog was dropped, not kept")
+                let last = try #require(await stream.events.last)
+                #expect(last.event == "error" && last.json["error"] == "slow-consumer", "\(last)")
+            }
+        }
+    }
+
+    /// `--mcp-path` moves the endpoint.
+    @Test func theEndpointIsWhereTheSettingSays() async throws {
+        try await BridgeHarness.run(configure: { $0.mcpPath = "/agents/mcp" }) { h in
+            let body = #"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#
+            let moved = try await h.request(.post, "/agents/mcp", body: body)
+            #expect(moved.status == .ok && moved.headers[BridgeRoutesHeaders.session] != nil, "\(moved.text)")
+            #expect(try await h.request(.post, "/mcp", body: body).status == .notFound)
         }
     }
 

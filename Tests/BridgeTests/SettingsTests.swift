@@ -16,6 +16,14 @@ import Testing
         #expect(settings.configuration.readTimeout == .seconds(30) && settings.configuration.shutdownGrace == .seconds(10))
     }
 
+    /// The tools file is read at start: the demo's example offers its methods.
+    @Test func theMCPToolsFileIsReadAtStart() throws {
+        let settings = try Settings(flags: upstream.merging(["mcp-tools": "examples/mcp-tools.json"]) { $1 }, environment: [:])
+        #expect(settings.configuration.mcpTools.methods.map(\.tool) == ["echo", "whoami"])
+        let none = try Settings(flags: upstream, environment: [:])
+        #expect(none.configuration.mcpTools.methods.isEmpty && !none.configuration.mcpTools.callMethod)
+    }
+
     @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheDefault() throws {
         let environment = [
             "DDP_BRIDGE_UPSTREAM": "ws://env:3000/websocket", "DDP_BRIDGE_PORT": "9000", "DDP_BRIDGE_HOST": "0.0.0.0",
@@ -61,7 +69,12 @@ import Testing
         (
             ["upstream": "wss://m/websocket", "upstream-ca-file": "/nonexistent/ca.pem"],
             "--upstream-ca-file (DDP_BRIDGE_UPSTREAM_CA_FILE): cannot read"
-        )
+        ),
+        (["upstream": "ws://m/websocket", "mcp-tools": "/nonexistent/tools.json"], "--mcp-tools (DDP_BRIDGE_MCP_TOOLS): cannot read"),
+        (["upstream": "ws://m/websocket", "mcp-tools": "Package.swift"], "--mcp-tools (DDP_BRIDGE_MCP_TOOLS): not valid JSON"),
+        (["upstream": "ws://m/websocket", "mcp-path": "mcp"], "--mcp-path (DDP_BRIDGE_MCP_PATH): 'mcp' is not a path"),
+        (["upstream": "ws://m/websocket", "mcp-path": "/v1/mcp"], "--mcp-path (DDP_BRIDGE_MCP_PATH): '/v1/mcp' is one of the bridge's own paths"),
+        (["upstream": "ws://m/websocket", "mcp-notify-interval": "0"], "--mcp-notify-interval (DDP_BRIDGE_MCP_NOTIFY_INTERVAL) must be a number")
     ])
     func badSettingsFailNamingTheSetting(flags: [String: String], message: String) {
         do {

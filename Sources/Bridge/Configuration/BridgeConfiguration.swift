@@ -75,6 +75,8 @@ public struct BridgeConfiguration: Sendable {
     public var mcpTools = MCPToolCatalog()
     /// MCP sessions held at once (each address also within `maxSessionsPerAddress`).
     public var mcpMaxSessions = 1_000
+    /// Where the MCP endpoint is (`/mcp`).
+    public var mcpPath = "/mcp"
     /// At most one `notifications/resources/updated` per resource per this long.
     public var mcpNotifyInterval: Duration = .seconds(1)
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.

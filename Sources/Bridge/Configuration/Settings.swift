@@ -192,6 +192,21 @@ public struct Settings: Sendable {
             do { text = try String(contentsOfFile: value.text, encoding: .utf8) } catch { throw value.invalid(": cannot read '\(value.text)'") }
             do { settings.configuration.mcpTools = try MCPToolCatalog.parse(text) } catch { throw value.invalid(": \(error)") }
         },
+        custom("mcp-path", "Path of the MCP endpoint", show: { $0.configuration.mcpPath }) { value, settings in
+            let path = value.text
+            let plain = path.utf8.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                    || [0x2D, 0x2E, 0x5F, 0x2F].contains(byte)
+            }
+            guard path.hasPrefix("/"), path.count > 1, !path.hasSuffix("/"), !path.contains("//"), plain else {
+                throw value.invalid(": '\(path)' is not a path like /mcp (letters, digits, - _ . and /)")
+            }
+            guard !(path == "/v1" || path.hasPrefix("/v1/")), !["/healthz", "/readyz", "/metrics", "/openapi.yaml", "/openapi.json"].contains(path)
+            else {
+                throw value.invalid(": '\(path)' is one of the bridge's own paths")
+            }
+            settings.configuration.mcpPath = path
+        },
         integer("mcp-max-sessions", "MCP sessions held at once (each address within --max-sessions-per-address)", \.configuration.mcpMaxSessions),
         seconds(
             "mcp-notify-interval", "Seconds between two notifications of one MCP resource (changes meanwhile make one)",

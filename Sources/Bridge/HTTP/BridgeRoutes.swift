@@ -53,10 +53,10 @@ struct BridgeRoutes: Sendable {
             (.get, "/v1/public/events", publicEvents),
             (.head, "/v1/public/events", publicEventsHead),
             (.get, "/v1/public/collections/:name", publicCollection),
-            (.post, "/mcp", mcpPost),
-            (.get, "/mcp", mcpStream),
-            (.head, "/mcp", mcpStreamHead),
-            (.delete, "/mcp", mcpDelete)
+            (.post, configuration.mcpPath, mcpPost),
+            (.get, configuration.mcpPath, mcpStream),
+            (.head, configuration.mcpPath, mcpStreamHead),
+            (.delete, configuration.mcpPath, mcpDelete)
         ]
     }
 
