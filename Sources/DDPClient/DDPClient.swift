@@ -65,6 +65,10 @@ public actor DDPClient {
     private var closed = false
     /// The pause between attempts: what follows it, run by its timer or at once by ``close(reason:)``.
     private var pause: (next: @Sendable (isolated DDPClient) -> Void, timer: BridgeClock.Timer?)?
+    /// Numbers each pause: a pause's timer wakes that pause only. A timer cancelled when its pause
+    /// ended early may still run (NIO runs a task it has already taken off its queue for this
+    /// turn), and it would end the next pause, the pacer's slot, before its time.
+    private var pauseNumber = 0
     /// The pause is a backoff after a drop (which the upstream's return, or a request, may cut
     /// short), not the pacer's slot.
     private var inBackoff = false
@@ -200,11 +204,14 @@ public actor DDPClient {
     /// Waits `delay` on a timer, then runs `next`; ``close(reason:)`` runs it at once.
     private func pause(for delay: Duration, then next: @escaping @Sendable (isolated DDPClient) -> Void) {
         guard delay > .zero, !closed else { return next(self) }
-        pause = (next, timer(delay) { $0.wake() })
+        pauseNumber += 1
+        let number = pauseNumber
+        pause = (next, timer(delay) { $0.wake(number) })
     }
 
-    private func wake() {
-        guard let current = pause else { return }
+    /// Ends the pause now: the one numbered `number` only, when given (its timer).
+    private func wake(_ number: Int? = nil) {
+        guard let current = pause, number.map({ $0 == pauseNumber }) ?? true else { return }
         pause = nil
         if inBackoff {
             inBackoff = false
@@ -293,7 +300,9 @@ public actor DDPClient {
     /// again (``ReconnectPacer/upstreamReturned()``) or a request asks (``retrySoon()``).
     private func backOff(for delay: Duration, then next: @escaping @Sendable (isolated DDPClient) -> Void) {
         guard delay > .zero, !closed else { return next(self) }
-        pause = (next, timer(delay) { $0.wake() })
+        pauseNumber += 1
+        let number = pauseNumber
+        pause = (next, timer(delay) { $0.wake(number) })
         inBackoff = true
         options.pacer.waitForReturn(ObjectIdentifier(self)) { [weak self] in self?.retrySoon() }
     }

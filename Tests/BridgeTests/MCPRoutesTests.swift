@@ -231,6 +231,31 @@ import Testing
         }
     }
 
+    /// Ending an MCP session ends its server stream, with the reason; a refusal that is not the
+    /// transport's (a query past its budget) is the request's JSON-RPC error, HTTP 200.
+    @Test func anEndedSessionEndsItsStreamAndRefusalsAreJSONRPCErrors() async throws {
+        try await BridgeHarness.run(configure: { $0.queryTimeBudget = .nanoseconds(1) }) { h in
+            let port = try #require(h.client.port)
+            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            _ = try await h.request(.post, "/v1/subscriptions", token: alice, body: #"{"name":"bulk","params":[2000],"timeout":60000}"#)
+            var agent = Agent(h, token: alice)
+            _ = try await agent.initialize()
+            // A $nor no index answers, tested against 2,000 documents: past a budget of 1 ns.
+            let clauses = (1...30).map { "{\"i\":-\($0)}" }.joined(separator: ",")
+            let selector = MCPResourceURI.encoded("{\"$nor\":[\(clauses)]}")
+            let expensive = try await agent.call("resources/read", ["uri": .string("ddp://bulk?selector=\(selector)")])
+            #expect(expensive["error"]?["data"]?["error"] == "query-too-expensive", "\(expensive)")
+            let sessionID = try #require(agent.sessionID)
+            try await withEventStream(port: port, "/mcp", token: alice, headers: [("Mcp-Session-Id", sessionID)]) { stream in
+                try await stream.waitUntilOpen()
+                #expect(try await h.request(.delete, "/mcp", token: alice, headers: [BridgeRoutesHeaders.session: sessionID]).status == .noContent)
+                try await stream.waitUntilFinished()
+                let last = try #require(await stream.events.last)
+                #expect(last.event == "error" && last.json["error"] == "session-ended", "\(last)")
+            }
+        }
+    }
+
     /// `--mcp-path` moves the endpoint.
     @Test func theEndpointIsWhereTheSettingSays() async throws {
         try await BridgeHarness.run(configure: { $0.mcpPath = "/agents/mcp" }) { h in
@@ -352,5 +377,17 @@ import Testing
             var forged = Agent(h, token: "ddpb_forged")
             #expect(try await forged.initialize().status == .unauthorized)
         }
+    }
+}
+
+/// Percent-encoding for the tests' resource URIs (RFC 3986's unreserved characters kept).
+enum MCPResourceURI {
+    static func encoded(_ text: String) -> String {
+        text.utf8.map { byte in
+            let unreserved =
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || [0x2D, 0x2E, 0x5F, 0x7E].contains(byte)
+            return unreserved ? String(UnicodeScalar(byte)) : "%" + String(format: "%02X", byte)
+        }.joined()
     }
 }

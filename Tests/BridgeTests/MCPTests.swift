@@ -141,6 +141,7 @@ import Testing
             #expect(MCPResource(uri: bad) == nil, "\(bad)")
         }
         #expect(MCPResource.uri(collection: "my tasks/x") == "ddp://my%20tasks%2Fx")
+        #expect(MCPResource(uri: "ddp://tasks?selector=" + String(repeating: "x", count: MCPResource.maxLength)) == nil, "a URI past the bound")
         #expect(MCPResource(uri: MCPResource.uri(collection: "my tasks/x")) == .query(collection: "my tasks/x", parameters: [:]))
     }
 }
@@ -205,6 +206,25 @@ import Testing
         #expect(watch.replay([], through: 9) == nil)
     }
 
+    /// A timer that went with its stream (it ended before the flush) leaves the next stream's
+    /// coalescing working: its held notifications get a flush of their own.
+    @Test func aNewStreamFlushesWhatItHoldsAfterAStreamEndedBeforeItsFlush() {
+        let watch = MCPWatch(interval: .seconds(1))
+        _ = watch.add("ddp://tasks/a", .document(collection: "tasks", id: .string("a")))
+        let change = { (id: UInt64) in
+            SessionEvent.document(.changed(collection: "tasks", id: "a", fields: ["x": 1], cleared: [], previous: [:]), document: ["x": 1], id: id)
+        }
+        let start = ContinuousClock.now
+        #expect(watch.openStream {})
+        #expect(watch.frames(for: change(1), now: start).frames != nil)
+        #expect(watch.frames(for: change(2), now: start + .milliseconds(100)).flushAt != nil, "held, its flush set")
+        // The stream ends before its timer flushes; the timer finds it ended.
+        watch.streamClosed()
+        watch.flushDropped()
+        #expect(watch.openStream {})
+        #expect(watch.frames(for: change(3), now: start + .milliseconds(300)).flushAt != nil, "the new stream's held notification has a flush")
+    }
+
     @Test func aSessionWatchesAtMostItsLimitAndHasOneStream() {
         let watch = MCPWatch()
         for n in 0..<MCPWatch.limit { #expect(watch.add("ddp://tasks/\(n)", .document(collection: "tasks", id: .string("\(n)")))) }
@@ -212,10 +232,10 @@ import Testing
         #expect(watch.add("ddp://tasks/0", .document(collection: "tasks", id: .string("0"))), "watching again is refused")
         watch.remove("ddp://tasks/0")
         #expect(watch.add("ddp://tasks/more", .document(collection: "tasks", id: .string("more"))))
-        #expect(watch.openStream())
-        #expect(!watch.openStream())
+        #expect(watch.openStream {})
+        #expect(!watch.openStream {})
         watch.streamClosed()
-        #expect(watch.openStream())
+        #expect(watch.openStream {})
     }
 }
 
@@ -239,6 +259,25 @@ import Testing
         let later = start + .seconds(3600)
         try book.open(Self.entry("d", at: later), now: later)
         #expect(book.count == 1)
+    }
+
+    /// Signed-out sessions hold at most a quarter of the places; a listening session is not idle;
+    /// every session the book ends is handed to the shell (its stream ends).
+    @Test func signedOutSessionsHoldAQuarterAndListeningOnesStay() throws {
+        let start = ContinuousClock.now
+        var book = MCPSessions.Book(maxSessions: 8, maxPerAddress: 8, idleTimeout: .seconds(60))
+        try book.open(Self.entry("a", owner: nil, at: start), now: start)
+        try book.open(Self.entry("b", owner: nil, at: start), now: start)
+        #expect(throws: MCPSessions.Refusal.tooMany(perAddress: false)) { try book.open(Self.entry("c", owner: nil, at: start), now: start) }
+        try book.open(Self.entry("d", owner: "alice", at: start), now: start)
+        let listening = Self.entry("e", owner: "alice", at: start)
+        #expect(listening.watch.openStream {})
+        try book.open(listening, now: start)
+        let later = start + .seconds(3600)
+        #expect(try book.use("e", owner: "alice", now: later).id == "e", "a session listening on its stream is in use")
+        #expect(throws: MCPSessions.Refusal.unknown) { _ = try book.use("d", owner: "alice", now: later) }
+        #expect(book.takeEnded().map(\.id) == ["d"])
+        #expect(book.takeEnded().isEmpty)
     }
 
     @Test func aSessionIsItsOwnersAndEndsWhenIdleOrClosed() throws {

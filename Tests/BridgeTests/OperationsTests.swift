@@ -366,14 +366,16 @@ import Testing
     /// loop must count as traffic for the idle timeout (they did not, and the connection was
     /// closed after `--read-timeout` although it probed every 100 ms), while an idle one is closed.
     @Test func aKeptAliveConnectionThatOnlyProbesIsNotClosedAsIdle() async throws {
-        // The read timeout is ten probe intervals: a test task held up for a moment on a loaded
-        // machine must not look like an idle client.
-        try await BridgeHarness.run(configure: { $0.readTimeout = .seconds(1) }) { h in
+        // The read timeout is twenty probe intervals: a test task held up for a moment on a loaded
+        // machine must not look like an idle client (with ten, the parallel suite once held the
+        // prober past it, and the connection was rightly closed as idle); the probing lasts more
+        // than two read timeouts.
+        try await BridgeHarness.run(configure: { $0.readTimeout = .seconds(2) }) { h in
             let port = try #require(h.client.port)
             let probing = try await RawConnection.open(port: port)
             let started = ContinuousClock.now
             var sent = 0
-            while ContinuousClock.now - started < .milliseconds(2_500) {
+            while ContinuousClock.now - started < .milliseconds(4_500) {
                 #expect(await probing.isClosed == false, "closed as idle while it probed every 100 ms (after \(sent) probes)")
                 try await probing.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 sent += 1

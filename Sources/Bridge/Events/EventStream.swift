@@ -124,6 +124,8 @@ final class EventStream: Sendable {
     /// writer's wake-up, if one is due, joins `wakeups` (rung once for the whole batch). On the loop.
     func deliver(_ event: SessionEvent, into wakeups: inout Wakeups) {
         if let watch = filter.watch {
+            // An ended stream takes nothing: notes of notifications it would drop are not kept.
+            guard !hasEnded else { return }
             let (frames, flushAt) = watch.frames(for: event, now: clock.now)
             if let frames { enqueue(frames, into: &wakeups) }
             if let flushAt { flush(watch, at: flushAt) }
@@ -154,7 +156,7 @@ final class EventStream: Sendable {
     /// has ended takes nothing more.
     private func flush(_ watch: MCPWatch, at instant: ContinuousClock.Instant) {
         _ = clock.schedule(after: max(instant - clock.now, .zero), on: loop) { [weak self] in
-            guard let self, !self.hasEnded else { return }
+            guard let self, !self.hasEnded else { return watch.flushDropped() }
             let (frames, again) = watch.flush(now: self.clock.now)
             if let frames {
                 var wakeups = Wakeups()

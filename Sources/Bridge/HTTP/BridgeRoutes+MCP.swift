@@ -42,9 +42,11 @@ extension BridgeRoutes {
         if case .request(let id, "initialize", let params) = inbound {
             return try await mcpInitialize(id, params, owner: owner, request, context)
         }
-        guard let sessionID = request.headers[Self.mcpSessionHeader] else {
+        guard let sessionID = request.headers[Self.mcpSessionHeader], MCPProtocol.isValidSessionID(sessionID[...]) else {
             return Self.mcpFault(
-                MCPProtocol.Fault(code: MCPProtocol.Fault.invalidRequest, message: "Mcp-Session-Id is missing: send initialize first", id: requestID),
+                MCPProtocol.Fault(
+                    code: MCPProtocol.Fault.invalidRequest, message: "Mcp-Session-Id is missing or not a session id: send initialize first",
+                    id: requestID),
                 status: .badRequest)
         }
         let entry: MCPSessions.Entry
@@ -69,6 +71,12 @@ extension BridgeRoutes {
             // ends with it, with the reason REST gives.
             try? mcp.close(sessionID, owner: owner)
             throw error
+        } catch {
+            // Any other refusal (the upstream away, a limit, a query's budget) is the request's
+            // JSON-RPC error, with the bridge's error as its data: the transport itself is fine.
+            let refusal = BridgeError.from(error)
+            let code = refusal.status == .badRequest ? MCPProtocol.Fault.invalidParams : MCPProtocol.Fault.internalError
+            return Self.mcpJSON(MCPProtocol.error(MCPProtocol.Fault(code: code, message: refusal.reason, id: id, data: refusal.body)))
         }
     }
 
@@ -85,12 +93,13 @@ extension BridgeRoutes {
             resumeAfter = id
         }
         let (entry, session) = try await mcpStreamOwner(request, context)
-        guard entry.watch.openStream() else {
-            throw BridgeError(.tooManyStreams, "This MCP session's server stream is open already (one per session)")
-        }
         var filter = StreamFilter()
         filter.watch = entry.watch
         let stream = makeStream(filter, counters: registry.metrics.sessionStreams, on: context.channel.eventLoop)
+        // The MCP session's end (DELETE, a lost login, idleness) ends its stream too.
+        guard entry.watch.openStream(ending: { stream.finish(with: SSEFrame.lastError(.sessionEnded, "The MCP session ended")) }) else {
+            throw BridgeError(.tooManyStreams, "This MCP session's server stream is open already (one per session)")
+        }
         do {
             try await session.attach(stream, start: .live)
         } catch {
@@ -125,8 +134,8 @@ extension BridgeRoutes {
 
     /// The MCP session a server stream is asked for, and its user's session.
     private func mcpStreamOwner(_ request: Request, _ context: BridgeRequestContext) async throws -> (MCPSessions.Entry, Session) {
-        guard let sessionID = request.headers[Self.mcpSessionHeader] else {
-            throw BridgeError.badRequest("Mcp-Session-Id is missing: send initialize first")
+        guard let sessionID = request.headers[Self.mcpSessionHeader], MCPProtocol.isValidSessionID(sessionID[...]) else {
+            throw BridgeError.badRequest("Mcp-Session-Id is missing or not a session id: send initialize first")
         }
         guard let credential = RequestInput.credential(request) else {
             throw BridgeError(
@@ -144,8 +153,8 @@ extension BridgeRoutes {
 
     /// `DELETE /mcp`: ends the session named by `Mcp-Session-Id` (204).
     @Sendable func mcpDelete(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        guard let sessionID = request.headers[Self.mcpSessionHeader] else {
-            throw BridgeError.badRequest("Mcp-Session-Id is missing: it names the MCP session to end")
+        guard let sessionID = request.headers[Self.mcpSessionHeader], MCPProtocol.isValidSessionID(sessionID[...]) else {
+            throw BridgeError.badRequest("Mcp-Session-Id is missing or not a session id: it names the MCP session to end")
         }
         let owner = RequestInput.credential(request).map { SessionToken.hash($0.token) }
         do { try mcp.close(sessionID, owner: owner) } catch { throw BridgeError.notFound("No MCP session \(sessionID) for this credential") }

@@ -90,9 +90,11 @@ enum MCPResource: Equatable {
     static let notFound = -32002
 
     static let scheme = "ddp://"
+    /// The longest URI taken (a session keeps the URIs it watches).
+    static let maxLength = 2048
 
     init?(uri: String) {
-        guard uri.hasPrefix(Self.scheme) else { return nil }
+        guard uri.hasPrefix(Self.scheme), uri.utf8.count <= Self.maxLength else { return nil }
         let rest = uri.dropFirst(Self.scheme.count)
         let parts = rest.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let path = parts[0].split(separator: "/", omittingEmptySubsequences: false)

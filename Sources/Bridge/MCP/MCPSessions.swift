@@ -35,6 +35,12 @@ final class MCPSessions: Sendable {
         let idleTimeout: Duration
         private(set) var entries: [String: Entry] = [:]
         private var perAddress: [ClientKey: Int] = [:]
+        private var anonymous = 0
+        /// Sessions without a credential hold at most a quarter of the places: they cost nothing
+        /// to open, and must not keep signed-in agents out.
+        var maxAnonymous: Int { max(1, maxSessions / 4) }
+        /// Sessions ended by the book (idle, or closed), whose server streams the shell ends.
+        private(set) var ended: [Entry] = []
 
         init(maxSessions: Int, maxPerAddress: Int, idleTimeout: Duration) {
             self.maxSessions = maxSessions
@@ -46,17 +52,27 @@ final class MCPSessions: Sendable {
 
         /// Opens a session; idle ones are dropped first when the bounds are reached.
         mutating func open(_ entry: Entry, now: ContinuousClock.Instant) throws(Refusal) {
-            if entries.count >= maxSessions || perAddress[entry.address, default: 0] >= maxPerAddress { dropIdle(now: now) }
-            guard entries.count < maxSessions else { throw .tooMany(perAddress: false) }
+            let signedOut = entry.owner == nil
+            if entries.count >= maxSessions || perAddress[entry.address, default: 0] >= maxPerAddress || (signedOut && anonymous >= maxAnonymous) {
+                dropIdle(now: now)
+            }
+            guard entries.count < maxSessions, !signedOut || anonymous < maxAnonymous else { throw .tooMany(perAddress: false) }
             guard perAddress[entry.address, default: 0] < maxPerAddress else { throw .tooMany(perAddress: true) }
             entries[entry.id] = entry
             perAddress[entry.address, default: 0] += 1
+            if signedOut { anonymous += 1 }
+        }
+
+        /// Whether a session is idle: unused for the idle timeout, and not listening on its
+        /// server stream.
+        private func isIdle(_ entry: Entry, now: ContinuousClock.Instant) -> Bool {
+            now - entry.lastUsed >= idleTimeout && !entry.watch.isStreamOpen
         }
 
         /// The session `id`, used now by `owner`.
         mutating func use(_ id: String, owner: String?, now: ContinuousClock.Instant) throws(Refusal) -> Entry {
             guard var entry = entries[id] else { throw .unknown }
-            guard now - entry.lastUsed < idleTimeout else {
+            guard !isIdle(entry, now: now) else {
                 remove(id)
                 throw .unknown
             }
@@ -74,13 +90,21 @@ final class MCPSessions: Sendable {
         }
 
         private mutating func dropIdle(now: ContinuousClock.Instant) {
-            for (id, entry) in entries where now - entry.lastUsed >= idleTimeout { remove(id) }
+            for (id, entry) in entries where isIdle(entry, now: now) { remove(id) }
         }
 
         private mutating func remove(_ id: String) {
             guard let entry = entries.removeValue(forKey: id) else { return }
             let left = perAddress[entry.address, default: 1] - 1
             perAddress[entry.address] = left > 0 ? left : nil
+            if entry.owner == nil { anonymous -= 1 }
+            ended.append(entry)
+        }
+
+        /// The sessions ended since the last call, taken.
+        mutating func takeEnded() -> [Entry] {
+            defer { ended = [] }
+            return ended
         }
     }
 
@@ -100,15 +124,23 @@ final class MCPSessions: Sendable {
     func open(owner: String?, address: ClientKey, version: String, now: ContinuousClock.Instant) throws(Refusal) -> String {
         let id = MeteorRandom.secret()
         let entry = Entry(id: id, owner: owner, address: address, version: version, lastUsed: now, watch: MCPWatch(interval: notifyInterval))
+        defer { endStreams() }
         try book.withLock { book throws(Refusal) in try book.open(entry, now: now) }
         return id
     }
 
     func use(_ id: String, owner: String?, now: ContinuousClock.Instant) throws(Refusal) -> Entry {
-        try book.withLock { book throws(Refusal) in try book.use(id, owner: owner, now: now) }
+        defer { endStreams() }
+        return try book.withLock { book throws(Refusal) in try book.use(id, owner: owner, now: now) }
     }
 
     func close(_ id: String, owner: String?) throws(Refusal) {
+        defer { endStreams() }
         try book.withLock { book throws(Refusal) in try book.close(id, owner: owner) }
+    }
+
+    /// The server streams of the sessions the book ended, ended (outside its lock).
+    private func endStreams() {
+        for entry in book.withLock({ $0.takeEnded() }) { entry.watch.end() }
     }
 }

@@ -19,7 +19,8 @@ final class MCPWatch: Sendable {
 
     private struct Watched: Sendable {
         var resources: [String: MCPResource] = [:]
-        var streamOpen = false
+        /// Ends the open server stream (its MCP session ended); `nil`: none is open.
+        var endStream: (@Sendable () -> Void)?
         var notes = Notes()
     }
 
@@ -105,15 +106,29 @@ final class MCPWatch: Sendable {
         }
     }
 
-    /// Takes the session's one server stream; `false` when it is open already.
-    func openStream() -> Bool {
+    /// Takes the session's one server stream, with what ends it; `false` when one is open
+    /// already. Notifications held for a stream that went are not for this one (a client that
+    /// resumes gets what it missed from the log instead).
+    func openStream(ending: @escaping @Sendable () -> Void) -> Bool {
         watched.withLock { watched in
-            defer { watched.streamOpen = true }
-            return !watched.streamOpen
+            guard watched.endStream == nil else { return false }
+            watched.endStream = ending
+            watched.notes.pending = [:]
+            watched.notes.flushSet = false
+            return true
         }
     }
 
-    func streamClosed() { watched.withLock { $0.streamOpen = false } }
+    func streamClosed() { watched.withLock { $0.endStream = nil } }
+
+    /// Whether the server stream is open (an MCP session that listens is in use).
+    var isStreamOpen: Bool { watched.withLock { $0.endStream != nil } }
+
+    /// The MCP session ended: its server stream ends too.
+    func end() { watched.withLock { $0.endStream }?() }
+
+    /// The stream's timer went without flushing (its stream ended): the next stream sets its own.
+    func flushDropped() { watched.withLock { $0.notes.flushSet = false } }
 
     /// The stream's frames for one of the session's events at `now`: a notification per
     /// subscribed resource it reaches whose interval has passed (`nil`: none), and when the
