@@ -256,6 +256,30 @@ import Testing
         }
     }
 
+    /// A subscription that brings a collection the session did not hold changes the resource
+    /// list: the server stream says so.
+    @Test func aNewCollectionChangesTheResourceList() async throws {
+        try await BridgeHarness.run { h in
+            let port = try #require(h.client.port)
+            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+            var agent = Agent(h, token: alice)
+            _ = try await agent.initialize()
+            let sessionID = try #require(agent.sessionID)
+            let opened = agent
+            try await withEventStream(port: port, "/mcp", token: alice, headers: [("Mcp-Session-Id", sessionID)]) { stream in
+                try await stream.waitUntilOpen()
+                var agent = opened
+                let loaded = try await agent.tool("subscribe", ["name": "bulk", "params": [.int(3)]])
+                #expect(loaded["isError"] == false, "\(loaded)")
+                try await stream.wait("the list change") { events in
+                    events.contains { $0.json["method"] == "notifications/resources/list_changed" }
+                }
+                let listed = try await agent.call("resources/list")["resources"]?.arrayValue?.compactMap { $0["uri"]?.stringValue }
+                #expect(listed?.contains("ddp://bulk") == true, "\(String(describing: listed))")
+            }
+        }
+    }
+
     /// `--mcp-path` moves the endpoint.
     @Test func theEndpointIsWhereTheSettingSays() async throws {
         try await BridgeHarness.run(configure: { $0.mcpPath = "/agents/mcp" }) { h in
@@ -272,7 +296,7 @@ import Testing
             var agent = Agent(h, token: alice)
             // An unknown version is answered with one spoken here.
             let initialized = try await agent.initialize(version: "1999-01-01")
-            #expect(initialized["result"]?["protocolVersion"] == "2025-06-18")
+            #expect(initialized["result"]?["protocolVersion"] == "2025-11-25")
             let sessionID = try #require(agent.sessionID)
 
             // Without the session id, 400; with an unknown one, 404; with an unspoken version, 400.

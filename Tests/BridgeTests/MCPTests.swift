@@ -225,6 +225,19 @@ import Testing
         #expect(watch.frames(for: change(3), now: start + .milliseconds(300)).flushAt != nil, "the new stream's held notification has a flush")
     }
 
+    /// The first document of a collection the session did not hold changes the resource list.
+    @Test func aNewCollectionIsAListChange() {
+        let watch = MCPWatch()
+        #expect(watch.openStream(collections: ["tasks"]) {})
+        let added = { (collection: String, id: UInt64) in
+            SessionEvent.document(.added(collection: collection, id: "x\(id)", fields: [:]), document: [:], id: id)
+        }
+        let text = { (frames: ByteBuffer?) in frames.map { String(buffer: $0) } ?? "" }
+        #expect(text(watch.frames(for: added("tasks", 1), now: .now).frames).isEmpty)
+        #expect(text(watch.frames(for: added("notes", 2), now: .now).frames) == String(decoding: MCPWatch.listChanged, as: UTF8.self))
+        #expect(text(watch.frames(for: added("notes", 3), now: .now).frames).isEmpty, "once per collection")
+    }
+
     @Test func aSessionWatchesAtMostItsLimitAndHasOneStream() {
         let watch = MCPWatch()
         for n in 0..<MCPWatch.limit { #expect(watch.add("ddp://tasks/\(n)", .document(collection: "tasks", id: .string("\(n)")))) }

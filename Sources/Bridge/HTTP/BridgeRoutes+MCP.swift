@@ -97,7 +97,9 @@ extension BridgeRoutes {
         filter.watch = entry.watch
         let stream = makeStream(filter, counters: registry.metrics.sessionStreams, on: context.channel.eventLoop)
         // The MCP session's end (DELETE, a lost login, idleness) ends its stream too.
-        guard entry.watch.openStream(ending: { stream.finish(with: SSEFrame.lastError(.sessionEnded, "The MCP session ended")) }) else {
+        let held = await session.client.withCache { Set($0.collections.keys) }
+        guard entry.watch.openStream(collections: held, ending: { stream.finish(with: SSEFrame.lastError(.sessionEnded, "The MCP session ended")) })
+        else {
             throw BridgeError(.tooManyStreams, "This MCP session's server stream is open already (one per session)")
         }
         do {
@@ -183,7 +185,7 @@ extension BridgeRoutes {
         }
         let result: EJSON = [
             "protocolVersion": .string(version),
-            "capabilities": ["tools": ["listChanged": false], "resources": ["subscribe": .bool(owner != nil), "listChanged": false]],
+            "capabilities": ["tools": ["listChanged": false], "resources": ["subscribe": .bool(owner != nil), "listChanged": .bool(owner != nil)]],
             "serverInfo": ["name": "ddp-bridge", "title": "Meteor data through ddp-bridge", "version": .string(BuildInfo.version)],
             "instructions": .string(
                 owner == nil

@@ -8,7 +8,7 @@ import DDP
 enum MCPProtocol {
     /// The versions the bridge speaks, newest first. The first is what an `initialize` asking
     /// for another gets (the specification: the server's latest).
-    static let versions = ["2025-06-18", "2025-03-26", "2024-11-05"]
+    static let versions = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 
     /// What a request without an `MCP-Protocol-Version` header is taken to speak, when its
     /// session does not say (the specification's default).

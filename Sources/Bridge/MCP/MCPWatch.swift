@@ -19,6 +19,9 @@ final class MCPWatch: Sendable {
 
     private struct Watched: Sendable {
         var resources: [String: MCPResource] = [:]
+        /// The collections the session held when the stream opened, and those its changes
+        /// brought since: a change in another is `notifications/resources/list_changed`.
+        var collections: Set<String> = []
         /// Ends the open server stream (its MCP session ended); `nil`: none is open.
         var endStream: (@Sendable () -> Void)?
         var notes = Notes()
@@ -109,10 +112,11 @@ final class MCPWatch: Sendable {
     /// Takes the session's one server stream, with what ends it; `false` when one is open
     /// already. Notifications held for a stream that went are not for this one (a client that
     /// resumes gets what it missed from the log instead).
-    func openStream(ending: @escaping @Sendable () -> Void) -> Bool {
+    func openStream(collections: Set<String> = [], ending: @escaping @Sendable () -> Void) -> Bool {
         watched.withLock { watched in
             guard watched.endStream == nil else { return false }
             watched.endStream = ending
+            watched.collections = collections
             watched.notes.pending = [:]
             watched.notes.flushSet = false
             return true
@@ -135,12 +139,17 @@ final class MCPWatch: Sendable {
     /// stream's timer must flush the others (`nil`: nothing to set).
     func frames(for event: SessionEvent, now: ContinuousClock.Instant) -> (frames: ByteBuffer?, flushAt: ContinuousClock.Instant?) {
         guard let collection = event.collection, let id = event.documentID else { return (nil, nil) }
-        let (sent, covered, flushAt) = watched.withLock { watched in
+        let (sent, covered, flushAt, newCollection) = watched.withLock { watched in
             let (sent, flushAt) = watched.notes.reached(
                 Self.reached(by: collection, id, in: watched.resources), by: event.id, now: now, interval: interval)
-            return (sent, watched.notes.covered, flushAt)
+            let newCollection = event.kind == .added && watched.collections.insert(collection).inserted
+            return (sent, watched.notes.covered, flushAt, newCollection)
         }
-        return (Self.frames(sent, id: covered), flushAt)
+        guard newCollection else { return (Self.frames(sent, id: covered), flushAt) }
+        // The first document of a collection: the resource list changed.
+        var bytes = Self.listChanged
+        if let frames = Self.frames(sent, id: covered) { bytes += Array(frames.readableBytesView) }
+        return (ByteBuffer(bytes: bytes), flushAt)
     }
 
     /// The stream's timer: the waiting notifications whose interval has ended, and when to flush
@@ -189,6 +198,11 @@ final class MCPWatch: Sendable {
             }
         }.sorted()
     }
+
+    /// `notifications/resources/list_changed`, as an SSE event (no id: it stands for no event of
+    /// the log that a resume could miss; `resources/list` answers the list as it is).
+    static let listChanged: [UInt8] =
+        Array("data: ".utf8) + EJSONWriter.encode(["jsonrpc": "2.0", "method": "notifications/resources/list_changed"]) + Array("\n\n".utf8)
 
     /// `notifications/resources/updated` for `uri`, as an SSE event (the transport's default
     /// `message` type) with the stream's id.
