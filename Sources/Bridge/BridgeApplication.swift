@@ -42,7 +42,11 @@ public enum BridgeApplication {
             ])
         let mcp = MCPSessions(
             maxSessions: configuration.mcpMaxSessions, maxPerAddress: configuration.maxSessionsPerAddress,
-            idleTimeout: configuration.sessionIdleTimeout, notifyInterval: configuration.mcpNotifyInterval)
+            idleTimeout: configuration.sessionIdleTimeout, notifyInterval: configuration.mcpNotifyInterval,
+            places: (
+                take: { [registry] client throws(BridgeError) in try registry.takeMCPPlace(for: client) },
+                release: { [registry] in registry.releaseMCPPlace(for: $0) }
+            ))
         let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout, admission: admission, mcp: mcp)
         let ownOrigins = OwnOrigins(configured: configuration.publicOrigins)
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))

@@ -397,6 +397,12 @@ import Testing
             let tooMany = try await third.initialize()
             #expect(tooMany.status == .tooManyRequests, "\(tooMany.text)")
             #expect(tooMany["error"] == "too-many-sessions")
+            // MCP sessions hold places among the bridge's sessions: no REST session either, until
+            // one MCP session ends.
+            #expect(try await h.request(.post, "/v1/sessions", body: "{}").status == .tooManyRequests)
+            let ended = try await h.request(.delete, "/mcp", headers: [BridgeRoutesHeaders.session: try #require(second.sessionID)])
+            #expect(ended.status == .noContent)
+            #expect(try await h.request(.post, "/v1/sessions", body: "{}").status == .created)
             // A credential that does not stand is refused at initialize, as REST refuses it.
             var forged = Agent(h, token: "ddpb_forged")
             #expect(try await forged.initialize().status == .unauthorized)

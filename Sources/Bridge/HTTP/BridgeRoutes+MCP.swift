@@ -174,12 +174,15 @@ extension BridgeRoutes {
         let sessionID: String
         do {
             sessionID = try mcp.open(owner: owner, address: address, version: version, now: configuration.clock.now)
-        } catch .tooMany(let perAddress) {
+        } catch MCPSessions.Refusal.tooMany(let perAddress) {
             throw perAddress
                 ? BridgeError(
                     .tooManySessionsFromAddress, "This address holds its most MCP sessions (--max-sessions-per-address); end one with DELETE /mcp",
                     retryAfter: 5)
-                : BridgeError(.tooManySessions, "The bridge holds its most MCP sessions (--mcp-max-sessions)", retryAfter: 5)
+                : BridgeError(
+                    .tooManySessions, "The bridge holds its most MCP sessions (--mcp-max-sessions, a quarter of them signed out)", retryAfter: 5)
+        } catch let error as BridgeError {
+            throw error
         } catch {
             throw BridgeError(.tooManySessions, "The MCP session could not be opened")
         }

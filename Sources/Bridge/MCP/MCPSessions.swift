@@ -89,6 +89,9 @@ final class MCPSessions: Sendable {
             remove(id)
         }
 
+        /// Drops the idle sessions now (before a new one takes a place).
+        mutating func dropIdleNow(now: ContinuousClock.Instant) { dropIdle(now: now) }
+
         private mutating func dropIdle(now: ContinuousClock.Instant) {
             for (id, entry) in entries where isIdle(entry, now: now) { remove(id) }
         }
@@ -111,21 +114,39 @@ final class MCPSessions: Sendable {
     private let book: LockedState<Book>
     /// At most one notification per resource per this long (``MCPWatch``).
     let notifyInterval: Duration
+    /// Where each MCP session holds its place among the bridge's sessions (in all and per
+    /// address): taken as it opens, given back as it ends. `nil`: the book's bounds alone.
+    private let places: (take: @Sendable (ClientKey) throws(BridgeError) -> Void, release: @Sendable (ClientKey) -> Void)?
 
-    init(maxSessions: Int, maxPerAddress: Int, idleTimeout: Duration, notifyInterval: Duration = .seconds(1)) {
+    init(
+        maxSessions: Int, maxPerAddress: Int, idleTimeout: Duration, notifyInterval: Duration = .seconds(1),
+        places: (take: @Sendable (ClientKey) throws(BridgeError) -> Void, release: @Sendable (ClientKey) -> Void)? = nil
+    ) {
         book = LockedState(Book(maxSessions: maxSessions, maxPerAddress: maxPerAddress, idleTimeout: idleTimeout))
         self.notifyInterval = notifyInterval
+        self.places = places
     }
 
     var count: Int { book.withLock { $0.count } }
 
     /// Opens a session and returns its id (a secret as Meteor makes them: 43 characters of
     /// the URL-safe base64 alphabet, 256 bits).
-    func open(owner: String?, address: ClientKey, version: String, now: ContinuousClock.Instant) throws(Refusal) -> String {
+    /// Opens a session (its place among the bridge's sessions taken first: a refusal there is
+    /// the bridge's own error) and returns its id.
+    func open(owner: String?, address: ClientKey, version: String, now: ContinuousClock.Instant) throws -> String {
         let id = MeteorRandom.secret()
         let entry = Entry(id: id, owner: owner, address: address, version: version, lastUsed: now, watch: MCPWatch(interval: notifyInterval))
         defer { endStreams() }
-        try book.withLock { book throws(Refusal) in try book.open(entry, now: now) }
+        // Idle sessions go first, so their places are free for this one.
+        book.withLock { $0.dropIdleNow(now: now) }
+        endStreams()
+        try places?.take(address)
+        do {
+            try book.withLock { book throws(Refusal) in try book.open(entry, now: now) }
+        } catch {
+            places?.release(address)
+            throw error
+        }
         return id
     }
 
@@ -139,8 +160,12 @@ final class MCPSessions: Sendable {
         try book.withLock { book throws(Refusal) in try book.close(id, owner: owner) }
     }
 
-    /// The server streams of the sessions the book ended, ended (outside its lock).
+    /// The sessions the book ended: their server streams ended and their places given back
+    /// (outside its lock).
     private func endStreams() {
-        for entry in book.withLock({ $0.takeEnded() }) { entry.watch.end() }
+        for entry in book.withLock({ $0.takeEnded() }) {
+            entry.watch.end()
+            places?.release(entry.address)
+        }
     }
 }

@@ -19,8 +19,11 @@ public final class SessionRegistry: Service, Sendable {
     struct State: Sendable {
         var sessions: [String: Session] = [:]
         var byMeteorKey: [String: Session] = [:]
-        /// Sessions per client (``ClientKey``).
+        /// Sessions per client (``ClientKey``), MCP sessions included.
         var perAddress: [ClientKey: Int] = [:]
+        /// MCP sessions (``MCPSessions``): each holds a place among the sessions, in all and
+        /// per address, though its calls go through its user's session.
+        var mcpPlaces = 0
         /// Recently closed sessions, so their token gets a clear answer (bounded): 401
         /// `session-expired` with the reason, or `login-lost`.
         var ended: [String: BridgeError] = [:]
@@ -127,7 +130,7 @@ public final class SessionRegistry: Service, Sendable {
         let client = user.key
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
-            guard state.sessions.count < configuration.maxSessions else {
+            guard state.sessions.count + state.mcpPlaces < configuration.maxSessions else {
                 throw BridgeError(
                     .tooManySessions, "The bridge holds its maximum of \(configuration.maxSessions) sessions", retryAfter: 30)
             }
@@ -141,6 +144,36 @@ public final class SessionRegistry: Service, Sendable {
             state.perAddress[client, default: 0] += 1
         }
         starter.yield(session)
+    }
+
+    /// An MCP session takes a place among the sessions for its life, with the same limits and
+    /// answers (``admit(_:as:)``).
+    func takeMCPPlace(for client: ClientKey) throws(BridgeError) {
+        try state.withLock { state throws(BridgeError) in
+            guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
+            guard state.sessions.count + state.mcpPlaces < configuration.maxSessions else {
+                throw BridgeError(
+                    .tooManySessions, "The bridge holds its maximum of \(configuration.maxSessions) sessions, MCP sessions included",
+                    retryAfter: 30)
+            }
+            guard state.perAddress[client, default: 0] < configuration.maxSessionsPerAddress else {
+                throw BridgeError(
+                    .tooManySessionsFromAddress,
+                    "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions, MCP sessions included; end one with DELETE",
+                    retryAfter: 60)
+            }
+            state.mcpPlaces += 1
+            state.perAddress[client, default: 0] += 1
+        }
+    }
+
+    /// An MCP session ended: its place is free.
+    func releaseMCPPlace(for client: ClientKey) {
+        state.withLock { state in
+            state.mcpPlaces = max(0, state.mcpPlaces - 1)
+            state.perAddress[client, default: 1] -= 1
+            if state.perAddress[client, default: 0] <= 0 { state.perAddress[client] = nil }
+        }
     }
 
     static func expired(_ reason: String) -> BridgeError {
