@@ -280,6 +280,23 @@ import Testing
         }
     }
 
+    /// Every request to the MCP endpoint has its Origin checked, reads too; an origin listed in
+    /// `--mcp-allowed-origins` may use it (and only it).
+    @Test func pagesOfOtherOriginsCannotUseTheEndpointUnlessListed() async throws {
+        try await BridgeHarness.run(configure: { $0.mcpAllowedOrigins = ["https://agent.example"] }) { h in
+            let body = #"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#
+            let listed = try await h.request(.post, "/mcp", body: body, headers: [.origin: "https://agent.example"])
+            #expect(listed.status == .ok, "\(listed.text)")
+            let sessionID = try #require(listed.headers[BridgeRoutesHeaders.session])
+            let foreignRead = try await h.request(.get, "/mcp", headers: [.origin: "http://evil.example", BridgeRoutesHeaders.session: sessionID])
+            #expect(foreignRead.status == .forbidden, "\(foreignRead.text)")
+            #expect(foreignRead["error"] == "origin-not-allowed")
+            // The listed origin is the MCP endpoint's only: REST writes from it are still refused.
+            let rest = try await h.request(.post, "/v1/sessions", body: "{}", headers: [.origin: "https://agent.example"])
+            #expect(rest.status == .forbidden, "\(rest.text)")
+        }
+    }
+
     /// `--mcp-path` moves the endpoint.
     @Test func theEndpointIsWhereTheSettingSays() async throws {
         try await BridgeHarness.run(configure: { $0.mcpPath = "/agents/mcp" }) { h in

@@ -225,10 +225,11 @@ import Testing
         #expect(watch.frames(for: change(3), now: start + .milliseconds(300)).flushAt != nil, "the new stream's held notification has a flush")
     }
 
-    /// The first document of a collection the session did not hold changes the resource list.
-    @Test func aNewCollectionIsAListChange() {
+    /// The first document of a collection the session did not hold, or the last one of a
+    /// collection gone, changes the resource list.
+    @Test func aCollectionThatComesOrGoesIsAListChange() {
         let watch = MCPWatch()
-        #expect(watch.openStream(collections: ["tasks"]) {})
+        #expect(watch.openStream(collections: ["tasks": 1]) {})
         let added = { (collection: String, id: UInt64) in
             SessionEvent.document(.added(collection: collection, id: "x\(id)", fields: [:]), document: [:], id: id)
         }
@@ -236,6 +237,14 @@ import Testing
         #expect(text(watch.frames(for: added("tasks", 1), now: .now).frames).isEmpty)
         #expect(text(watch.frames(for: added("notes", 2), now: .now).frames) == String(decoding: MCPWatch.listChanged, as: UTF8.self))
         #expect(text(watch.frames(for: added("notes", 3), now: .now).frames).isEmpty, "once per collection")
+        let removed = { (collection: String, id: String, event: UInt64) in
+            SessionEvent.document(.removed(collection: collection, id: id, previous: [:]), document: nil, id: event)
+        }
+        #expect(text(watch.frames(for: removed("notes", "x2", 4), now: .now).frames).isEmpty, "one of two gone")
+        #expect(text(watch.frames(for: removed("notes", "x3", 5), now: .now).frames) == String(decoding: MCPWatch.listChanged, as: UTF8.self))
+        // tasks held one document and the stream saw one more added: two go before the list changes.
+        #expect(text(watch.frames(for: removed("tasks", "t", 6), now: .now).frames).isEmpty)
+        #expect(text(watch.frames(for: removed("tasks", "x1", 7), now: .now).frames) == String(decoding: MCPWatch.listChanged, as: UTF8.self))
     }
 
     @Test func aSessionWatchesAtMostItsLimitAndHasOneStream() {

@@ -72,6 +72,10 @@ import Testing
         ),
         (["upstream": "ws://m/websocket", "mcp-tools": "/nonexistent/tools.json"], "--mcp-tools (DDP_BRIDGE_MCP_TOOLS): cannot read"),
         (["upstream": "ws://m/websocket", "mcp-tools": "Package.swift"], "--mcp-tools (DDP_BRIDGE_MCP_TOOLS): not valid JSON"),
+        (
+            ["upstream": "ws://m/websocket", "mcp-allowed-origins": "agent.example"],
+            "--mcp-allowed-origins (DDP_BRIDGE_MCP_ALLOWED_ORIGINS): 'agent.example' is not an origin"
+        ),
         (["upstream": "ws://m/websocket", "mcp-path": "mcp"], "--mcp-path (DDP_BRIDGE_MCP_PATH): 'mcp' is not a path"),
         (["upstream": "ws://m/websocket", "mcp-path": "/v1/mcp"], "--mcp-path (DDP_BRIDGE_MCP_PATH): '/v1/mcp' is one of the bridge's own paths"),
         (["upstream": "ws://m/websocket", "mcp-notify-interval": "0"], "--mcp-notify-interval (DDP_BRIDGE_MCP_NOTIFY_INTERVAL) must be a number")

@@ -77,6 +77,9 @@ public struct BridgeConfiguration: Sendable {
     public var mcpMaxSessions = 1_000
     /// Where the MCP endpoint is (`/mcp`).
     public var mcpPath = "/mcp"
+    /// Origins (normalized) of pages allowed to use the MCP endpoint besides the bridge's own and
+    /// the CORS origins.
+    public var mcpAllowedOrigins: Set<String> = []
     /// At most one `notifications/resources/updated` per resource per this long.
     public var mcpNotifyInterval: Duration = .seconds(1)
     /// Origins allowed to call the bridge from a browser (`*`: any); empty: no CORS headers.

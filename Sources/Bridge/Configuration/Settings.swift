@@ -372,6 +372,21 @@ public struct Settings: Sendable {
             settings.configuration.corsOrigins = origins
         },
         custom(
+            "mcp-allowed-origins",
+            "Comma-separated origins of browser pages allowed to use the MCP endpoint besides the bridge's own and --cors-origins; none by default",
+            show: { _ in nil }
+        ) { value, settings in
+            let origins = value.text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            var normalized: [String] = []
+            for origin in origins {
+                guard let origin = OriginPolicy.normalized(origin) else {
+                    throw value.invalid(": '\(origin)' is not an origin like https://agent.example.com")
+                }
+                normalized.append(origin)
+            }
+            settings.configuration.mcpAllowedOrigins = Set(normalized)
+        },
+        custom(
             "public-origin",
             "Comma-separated origins the bridge's own pages (the web console) are opened from, e.g. https://bridge.example.com: a browser write from one of them is same-origin; 'none' for none (default: the listening address, http://HOST:PORT, and http://localhost:PORT on a loopback address; none on a wildcard address)",
             show: { _ in nil }

@@ -97,7 +97,9 @@ extension BridgeRoutes {
         filter.watch = entry.watch
         let stream = makeStream(filter, counters: registry.metrics.sessionStreams, on: context.channel.eventLoop)
         // The MCP session's end (DELETE, a lost login, idleness) ends its stream too.
-        let held = await session.client.withCache { Set($0.collections.keys) }
+        let held = await session.client.withCache { cache in
+            Dictionary(uniqueKeysWithValues: cache.collections.map { ($0.key, $0.value.documents.count) })
+        }
         guard entry.watch.openStream(collections: held, ending: { stream.finish(with: SSEFrame.lastError(.sessionEnded, "The MCP session ended")) })
         else {
             throw BridgeError(.tooManyStreams, "This MCP session's server stream is open already (one per session)")

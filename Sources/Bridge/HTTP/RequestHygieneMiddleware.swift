@@ -54,7 +54,18 @@ struct RequestHygieneMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         try Self.checkTarget(request.head.path)
         let origin = request.headers[.origin]
-        let standing = origins.standing(origin: origin)
+        var standing = origins.standing(origin: origin)
+        // The MCP endpoint checks every request's Origin, reads too (the transport asks it, against
+        // DNS rebinding), and admits its own list besides the bridge's origins.
+        if request.uri.path == configuration.mcpPath, let origin {
+            if configuration.mcpAllowedOrigins.contains(OriginPolicy.normalized(origin) ?? origin) { standing = .credentialed }
+            if standing == .refused {
+                throw BridgeError(
+                    .originNotAllowed,
+                    "Pages from the origin '\(origin.prefix(200))' may not use the MCP endpoint (not among the bridge's own, CORS or --mcp-allowed-origins)"
+                )
+            }
+        }
         if request.method != .get, request.method != .head, request.method != .options {
             if standing == .refused {
                 throw BridgeError(

@@ -19,9 +19,10 @@ final class MCPWatch: Sendable {
 
     private struct Watched: Sendable {
         var resources: [String: MCPResource] = [:]
-        /// The collections the session held when the stream opened, and those its changes
-        /// brought since: a change in another is `notifications/resources/list_changed`.
-        var collections: Set<String> = []
+        /// How many documents of each collection the session holds, from when the stream
+        /// opened on by its changes: a collection's first document, or its last one gone, is
+        /// `notifications/resources/list_changed`.
+        var collections: [String: Int] = [:]
         /// Ends the open server stream (its MCP session ended); `nil`: none is open.
         var endStream: (@Sendable () -> Void)?
         var notes = Notes()
@@ -112,7 +113,7 @@ final class MCPWatch: Sendable {
     /// Takes the session's one server stream, with what ends it; `false` when one is open
     /// already. Notifications held for a stream that went are not for this one (a client that
     /// resumes gets what it missed from the log instead).
-    func openStream(collections: Set<String> = [], ending: @escaping @Sendable () -> Void) -> Bool {
+    func openStream(collections: [String: Int] = [:], ending: @escaping @Sendable () -> Void) -> Bool {
         watched.withLock { watched in
             guard watched.endStream == nil else { return false }
             watched.endStream = ending
@@ -142,11 +143,22 @@ final class MCPWatch: Sendable {
         let (sent, covered, flushAt, newCollection) = watched.withLock { watched in
             let (sent, flushAt) = watched.notes.reached(
                 Self.reached(by: collection, id, in: watched.resources), by: event.id, now: now, interval: interval)
-            let newCollection = event.kind == .added && watched.collections.insert(collection).inserted
-            return (sent, watched.notes.covered, flushAt, newCollection)
+            var listChanged = false
+            switch event.kind {
+            case .added:
+                listChanged = watched.collections[collection, default: 0] == 0
+                watched.collections[collection, default: 0] += 1
+            case .removed:
+                let left = max(0, watched.collections[collection, default: 0] - 1)
+                listChanged = left == 0 && watched.collections[collection] != nil
+                watched.collections[collection] = left == 0 ? nil : left
+            default:
+                break
+            }
+            return (sent, watched.notes.covered, flushAt, listChanged)
         }
         guard newCollection else { return (Self.frames(sent, id: covered), flushAt) }
-        // The first document of a collection: the resource list changed.
+        // A collection's first document, or its last one gone: the resource list changed.
         var bytes = Self.listChanged
         if let frames = Self.frames(sent, id: covered) { bytes += Array(frames.readableBytesView) }
         return (ByteBuffer(bytes: bytes), flushAt)
