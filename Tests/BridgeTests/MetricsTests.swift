@@ -21,6 +21,24 @@ import Testing
         }
     }
 
+    /// Every family a running bridge exports has a `# HELP` line before its `# TYPE` line.
+    @Test func everyFamilyHasItsHelpText() async throws {
+        try await BridgeHarness.run { h in
+            let (token, _) = try await h.session()
+            _ = try await h.request(.post, "/v1/methods/echo", token: token, body: "[1]")
+            let lines = try await h.request(.get, "/metrics").text.split(separator: "\n", omittingEmptySubsequences: false)
+            var families = 0
+            for (index, line) in lines.enumerated() where line.hasPrefix("# TYPE ") {
+                families += 1
+                let name = line.dropFirst(7).prefix { $0 != " " }
+                #expect(index > 0 && lines[index - 1].hasPrefix("# HELP \(name) "), "no help for \(name)")
+            }
+            #expect(families > 20, "\(families) families")
+        }
+        #expect(String(decoding: MetricsHelp.annotate(Array("# TYPE x counter\nx 1\n".utf8)), as: UTF8.self) == "# TYPE x counter\nx 1\n")
+        #expect(MetricsHelp.annotate([]) == [])
+    }
+
     @Test func metricsFollowRealTraffic() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()

@@ -129,7 +129,7 @@ public struct BridgeMetrics: Sendable {
         for (state, count) in publicByState {
             CoreMetrics.Gauge(label: "ddp_bridge_public_upstream_connections", dimensions: [("state", state)], factory: factory).record(count)
         }
-        return self.registry.emitToBuffer()
+        return MetricsHelp.annotate(self.registry.emitToBuffer())
     }
 
     static func name(_ state: ConnectionState) -> String {
