@@ -1,7 +1,6 @@
 import Bridge
 import DDP
 import DDPServer
-import FaultKit
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -55,6 +54,18 @@ import Testing
         mutating func tool(_ name: String, _ arguments: EJSON = [:]) async throws -> EJSON {
             try await call("tools/call", ["name": .string(name), "arguments": arguments])
         }
+    }
+
+    /// Alice's agent, initialized and subscribed to her tasks, and another session of hers (the
+    /// writer) subscribed to them too.
+    static func alicesAgent(_ h: BridgeHarness) async throws -> (alice: String, writer: String, agent: Agent) {
+        let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+        let (writer, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+        _ = try await h.request(.post, "/v1/subscriptions", token: writer, body: #"{"name":"myTasks"}"#)
+        var agent = Agent(h, token: alice)
+        _ = try await agent.initialize()
+        _ = try await agent.tool("subscribe", ["name": "myTasks"])
+        return (alice, writer, agent)
     }
 
     enum BridgeRoutesHeaders {
@@ -126,12 +137,8 @@ import Testing
     @Test func anAgentHearsWhenADocumentItSubscribedToChanges() async throws {
         try await BridgeHarness.run(configure: { $0.mcpNotifyInterval = .seconds(2) }) { h in
             let port = try #require(h.client.port)
-            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
-            let (writer, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
-            _ = try await h.request(.post, "/v1/subscriptions", token: writer, body: #"{"name":"myTasks"}"#)
-            var agent = Agent(h, token: alice)
-            _ = try await agent.initialize()
-            _ = try await agent.tool("subscribe", ["name": "myTasks"])
+            let (alice, writer, alicesAgent) = try await Self.alicesAgent(h)
+            var agent = alicesAgent
             #expect(try await agent.call("resources/subscribe", ["uri": "ddp://tasks/task-a1"]) == [:])
             let bad = try await agent.call("resources/subscribe", ["uri": "http://elsewhere/x"])
             #expect(bad["error"]?["code"] == .int(-32602), "\(bad)")
@@ -359,23 +366,16 @@ import Testing
     /// log no longer holds (or never did) is a reset.
     @Test func anAgentThatReadsNoResourceAsksForTheChangesSinceItsCursor() async throws {
         try await BridgeHarness.run { h in
-            let (alice, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
-            let (writer, _) = try await h.session(#"{"username":"alice","password":"secret"}"#)
-            _ = try await h.request(.post, "/v1/subscriptions", token: writer, body: #"{"name":"myTasks"}"#)
-            var agent = Agent(h, token: alice)
-            _ = try await agent.initialize()
-            _ = try await agent.tool("subscribe", ["name": "myTasks"])
+            var (_, _, agent) = try await Self.alicesAgent(h)
             let start = try await agent.tool("changes_since")
             let cursor = try #require(start["structuredContent"]?["cursor"]?.intValue, "\(start)")
             #expect(start["structuredContent"]?["changes"] == [])
-            let patched = try await h.request(.patch, "/v1/collections/tasks/task-a2", token: writer, body: #"{"text":"seen later"}"#)
-            #expect(patched.status == .ok)
-            var seen: [EJSON] = []
-            try await eventually("the change after the cursor") {
-                let answer = try await agent.tool("changes_since", ["cursor": .int(cursor)])
-                seen = answer["structuredContent"]?["changes"]?.arrayValue ?? []
-                return !seen.isEmpty
-            }
+            // Written through the agent's own session, which answers once the change is in its
+            // view (read-your-writes): the log has it when the write is answered.
+            let patched = try await agent.tool("update", ["collection": "tasks", "id": "task-a2", "modifier": ["text": "seen later"]])
+            #expect(patched["isError"] == false, "\(patched)")
+            let answer = try await agent.tool("changes_since", ["cursor": .int(cursor)])
+            let seen = answer["structuredContent"]?["changes"]?.arrayValue ?? []
             let change = try #require(seen.first { $0["event"] == "changed" }, "\(seen)")
             #expect(change["data"]?["id"] == "task-a2", "\(change)")
             #expect(change["data"]?["fields"]?["text"] == "seen later", "\(change)")
