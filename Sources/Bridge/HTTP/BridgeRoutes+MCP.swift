@@ -114,8 +114,8 @@ extension BridgeRoutes {
         // Resumed: what changed since, from the session's log (read after the stream attached:
         // a change then may be notified twice, never missed), on the stream's loop.
         if let resumeAfter {
-            let (events, through) = session.changes(after: resumeAfter)
-            if let frames = watch.replay(events, through: through) {
+            let missed = session.changes(after: resumeAfter, maxBytes: .max)
+            if let frames = watch.replay(missed?.events, through: missed?.cursor ?? session.logPosition()) {
                 stream.loop.execute {
                     var wakeups = Wakeups()
                     stream.enqueue(frames, into: &wakeups)

@@ -168,9 +168,9 @@ final class MCPWatch: Sendable {
     /// again.
     func flush(now: ContinuousClock.Instant) -> (frames: ByteBuffer?, flushAt: ContinuousClock.Instant?) {
         let (sent, covered, flushAt) = watched.withLock { watched in
-            // A resource unsubscribed meanwhile is not notified.
+            // (A resource unsubscribed meanwhile is not among them: ``remove(_:)`` forgets it.)
             let (sent, flushAt) = watched.notes.flush(now: now, interval: interval)
-            return (sent.filter { watched.resources[$0] != nil }, watched.notes.covered, flushAt)
+            return (sent, watched.notes.covered, flushAt)
         }
         return (Self.frames(sent, id: covered), flushAt)
     }

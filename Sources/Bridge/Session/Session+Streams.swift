@@ -165,16 +165,6 @@ extension Session {
         }
     }
 
-    /// Every event of the session's log after `cursor` (`nil` when the log no longer holds them
-    /// all, or the cursor is not this session's) and the log's position.
-    func changes(after cursor: UInt64) -> (events: [SessionEvent]?, through: UInt64) {
-        state.withLock { state in
-            Session.flush(&state, now: configuration.clock.now)
-            let log = state.machine.log
-            return (log.events(after: cursor), log.lastID)
-        }
-    }
-
     /// The id of the newest event in the session's log (pending changes flushed first): a stream
     /// that starts `.resume(after:)` it gets everything that happens in the session from now on.
     func logPosition() -> UInt64 {
