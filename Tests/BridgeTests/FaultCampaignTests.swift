@@ -205,7 +205,10 @@ import Testing
             }
             #expect(arrivals.withLockedValue { $0 } >= 50, "the upstream was asked again and again")
             #expect(try await bridge.request(.get, "/healthz").status == .ok)
-            #expect(try await bridge.request(.get, "/readyz").status == .serviceUnavailable)
+            // This upstream gives a connection for a moment now and then, so the probe can be up at
+            // the instant of one read (the parallel suite once saw it): not ready is what it
+            // says between those moments.
+            _ = try await bridge.readiness("not ready while the upstream misbehaves") { $0.status == .serviceUnavailable }
             behaves.withLockedValue { $0 = true }
             try await bridge.readiness("ready again") { $0.status == .ok }
             let (token, _) = try await bridge.session()
