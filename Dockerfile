@@ -52,15 +52,12 @@ RUN apt-get update \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin ddp \
     && install -d -o 10001 -g 10001 -m 0750 /var/lib/ddp-bridge
 COPY --from=build /out/ddp-bridge /usr/local/bin/ddp-bridge
-# The web console, served at / (DDP_BRIDGE_PUBLIC_DIR=none serves no console).
-COPY public /app/public
 WORKDIR /app
 USER 10001:10001
 # The embedded session store (sessions.sqlite, written when DDP_BRIDGE_SESSION_KEY is set)
 # lives in the data folder: a volume, so sessions survive a new container.
 ENV DDP_BRIDGE_HOST=0.0.0.0 \
     DDP_BRIDGE_PORT=8080 \
-    DDP_BRIDGE_PUBLIC_DIR=/app/public \
     DDP_BRIDGE_DATA_DIR=/var/lib/ddp-bridge
 VOLUME /var/lib/ddp-bridge
 EXPOSE 8080

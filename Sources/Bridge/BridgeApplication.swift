@@ -54,14 +54,12 @@ public enum BridgeApplication {
         router.middlewares.add(SecurityHeadersMiddleware())
         router.middlewares.add(ErrorShapeMiddleware(clock: configuration.clock))
         router.middlewares.add(RequestHygieneMiddleware(configuration: configuration, own: ownOrigins))
-        if let folder = configuration.publicFolder {
-            // Innermost: a path no route takes is looked up in the console's folder.
-            router.middlewares.add(ConsoleFiles.middleware(folder: folder, logger: logger))
-            logger.info("web console served at /", metadata: ["folder": "\(folder)"])
-        } else if !configuration.consoleSearched.isEmpty {
-            logger.warning(
-                "no web console at /: no folder holding it (index.html and console.js) was found; --public-dir names one, or none",
-                metadata: ["searched": "\(configuration.consoleSearched.joined(separator: ", "))"])
+        if let console = ConsoleFiles.middleware(configuration.console, logger: logger) {
+            // Innermost: a path no route takes is looked up among the console's files.
+            router.middlewares.add(console)
+            let from: String
+            if case .folder(let folder) = configuration.console { from = folder } else { from = "built into the binary" }
+            logger.info("web console served at /", metadata: ["files": "\(from)"])
         }
         routes.register(on: router)
         // Every request is decided by the front door on its connection's event loop (probes and
@@ -83,7 +81,7 @@ public enum BridgeApplication {
             // The listening socket keeps accepting while the request path is saturated.
             try? await channel.pipeline.addHandler(AcceptWhileBusy(), position: .first)
             let origins = ownOrigins.bound(to: channel.localAddress)
-            if origins.isEmpty, configuration.publicFolder != nil {
+            if origins.isEmpty, configuration.console != .none {
                 logger.notice("no public origin: the web console cannot log in or write until --public-origin names where it is opened")
             } else {
                 logger.info("public origins", metadata: ["origins": "\(origins.joined(separator: ", "))"])

@@ -79,7 +79,7 @@ func startBridge(upstream: String, configure: (inout BridgeConfiguration) -> Voi
     configuration.maxConnectionsPerAddress = 10_000_000
     configuration.maxStreamsPerSession = 1_000
     configuration.streamBufferLimit = 64 << 20
-    configuration.publicFolder = nil
+    configuration.console = .none
     configure(&configuration)
     return try await RunningServer.start { onRunning in
         BridgeApplication.make(

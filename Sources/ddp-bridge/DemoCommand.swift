@@ -81,10 +81,8 @@ struct DemoCommand: AsyncParsableCommand {
         let host = settings.host
         let port = settings.port
         let consoleLine =
-            bridgeConfiguration.publicFolder != nil
-            ? "web console:     open http://\(host):PORT/ in a browser"
-            : bridgeConfiguration.consoleSearched.isEmpty
-                ? "web console:     not served (--public-dir none)" : "web console:     not served (its files were not found; see --public-dir)"
+            bridgeConfiguration.console != .none
+            ? "web console:     open http://\(host):PORT/ in a browser" : "web console:     not served (--public-dir none)"
         let watching = watch
         let (application, registry) = BridgeApplication.make(
             configuration: bridgeConfiguration,

@@ -13,7 +13,7 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("public").path
 
     @Test func theConsoleIsServedWithItsTypesCachingAndPolicy() async throws {
-        try await BridgeHarness.run(configure: { $0.publicFolder = Self.projectPublic }) { h in
+        try await BridgeHarness.run(configure: { $0.console = .folder(Self.projectPublic) }) { h in
             let page = try await h.request(.get, "/")
             #expect(page.status == .ok)
             #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
@@ -43,7 +43,7 @@ import Testing
         try "<p>inside</p>".write(to: folder.appendingPathComponent("index.html"), atomically: true, encoding: .utf8)
         try "inside-asset".write(to: folder.appendingPathComponent("assets/a.txt"), atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: root) }
-        try await BridgeHarness.run(configure: { $0.publicFolder = folder.path }) { h in
+        try await BridgeHarness.run(configure: { $0.console = .folder(folder.path) }) { h in
             let port = try #require(h.client.port)
             #expect(try await raw(port, "/assets/a.txt").contains("inside-asset"))
             for path in ["/../secret.txt", "/%2e%2e/secret.txt", "/assets/../../secret.txt", "/assets/%2E%2E/%2E%2E/secret.txt"] {
@@ -57,79 +57,51 @@ import Testing
         }
     }
 
-    @Test func withoutAFolderThereIsNoConsole() async throws {
-        try await BridgeHarness.run { h in
+    @Test func withNoneThereIsNoConsole() async throws {
+        let settings = try Settings(flags: ["upstream": "ws://meteor:3000/websocket", "public-dir": "none"], environment: [:])
+        #expect(settings.configuration.console == .none)
+        try await BridgeHarness.run(configure: { $0.console = .none }) { h in
             expectError(try await h.request(.get, "/"), .notFound, "not-found")
         }
     }
 
-    /// Started with the default setting from a working directory with no console in it (and
-    /// neither beside the executable), the bridge finds the console it was built with, and serves it.
-    @Test func byDefaultTheConsoleShippedWithTheBinaryIsServedFromAnyWorkingDirectory() async throws {
-        let elsewhere = try Self.temporaryFolder()
-        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
-        var places = ConsoleFolder.Places.current
-        places.workingDirectory = elsewhere
-        let settings = try Settings(flags: ["upstream": "ws://meteor:3000/websocket"], environment: [:], consolePlaces: places)
-        let folder = try #require(settings.configuration.publicFolder)
-        #expect(folder == URL(fileURLWithPath: Self.projectPublic).standardizedFileURL.path)
-        #expect(settings.configuration.consoleSearched.isEmpty)
+    /// By default the console built into the binary is served: every file of public/ as it is on
+    /// disk, byte for byte, with its type, and revalidated by its ETag. Nothing else is a file, and
+    /// a folder is not listed. The start's log says where the files come from.
+    @Test func byDefaultTheConsoleBuiltIntoTheBinaryIsServed() async throws {
+        let settings = try Settings(flags: ["upstream": "ws://meteor:3000/websocket"], environment: [:])
+        #expect(settings.configuration.console == .embedded)
+        let root = URL(fileURLWithPath: Self.projectPublic)
+        let onDisk = try #require(FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)).compactMap { item -> String? in
+            guard let url = item as? URL, !url.hasDirectoryPath else { return nil }
+            return String(url.standardizedFileURL.path.dropFirst(root.standardizedFileURL.path.count))
+        }
+        #expect(onDisk.count >= 10 && onDisk.contains("/index.html") && onDisk.contains("/js/app.js"), "\(onDisk)")
         let (lines, logger) = LogLines.logger(level: .info)
-        try await BridgeHarness.run(configure: { $0.publicFolder = folder }, logger: logger) { h in
+        try await BridgeHarness.run(configure: { $0.console = settings.configuration.console }, logger: logger) { h in
+            for path in onDisk {
+                let file = try await h.request(.get, path)
+                let expected = try Data(contentsOf: root.appendingPathComponent(String(path.dropFirst())))
+                #expect(file.status == .ok, "\(path)")
+                #expect(Data(file.text.utf8) == expected, "\(path) is served as it is in public/")
+            }
             let page = try await h.request(.get, "/")
             #expect(page.status == .ok && page.text.contains("<title>ddp-bridge console</title>"))
+            #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
+            #expect(page.headers[.cacheControl] == "no-cache")
+            let tag = try #require(page.headers[.eTag])
+            let again = try await h.request(.get, "/index.html", headers: [.ifNoneMatch: tag])
+            #expect(again.status == .notModified)
+            #expect(try await h.request(.get, "/js/app.js").headers[.contentType]?.contains("javascript") == true)
+            #expect(try await h.request(.get, "/js").status == .movedPermanently)
+            expectError(try await h.request(.get, "/js/"), .notFound, "not-found")
+            expectError(try await h.request(.get, "/nothing.js"), .notFound, "not-found")
+            expectError(try await h.request(.get, "/v1/nothing-here"), .notFound, "not-found")
+            let port = try #require(h.client.port)
+            let escape = try await raw(port, "/js/../../Package.swift")
+            #expect(!escape.hasPrefix("HTTP/1.1 200"), "\(escape.prefix(60))")
             let served = lines.all.first { $0.contains("web console served at /") }
-            #expect(served?.contains(folder) == true, "the start says where the console is served from: \(lines.all)")
-        }
-    }
-
-    /// The places, in order: beside the executable, an installation's share folder, the image's,
-    /// the checkout's, the working directory's. A folder without the console's files (a Meteor
-    /// app's own public/) is passed over; when none holds it, every place looked at is named.
-    @Test func theSearchTakesTheFirstFolderHoldingTheConsole() throws {
-        let root = try Self.temporaryFolder()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let places = ConsoleFolder.Places(
-            executable: root + "/prefix/bin/ddp-bridge", sourceRoot: root + "/checkout", workingDirectory: root + "/app")
-        let candidates = ConsoleFolder.candidates(places)
-        #expect(
-            candidates == [
-                root + "/prefix/bin/public", root + "/prefix/share/ddp-bridge/public", "/app/public", root + "/checkout/public", root + "/app/public"
-            ])
-        #expect(ConsoleFolder.search(places) == .failure(.init(searched: candidates)))
-        // A Meteor app's public/ in the working directory is not the console.
-        try Self.write(["index.html": "<p>the app's own page</p>"], in: root + "/app/public")
-        #expect(ConsoleFolder.search(places) == .failure(.init(searched: candidates)))
-        try Self.write(["index.html": "<title>console</title>", "console.js": ""], in: root + "/checkout/public")
-        #expect(ConsoleFolder.search(places) == .success(root + "/checkout/public"))
-        try Self.write(["index.html": "<title>console</title>", "console.js": ""], in: root + "/prefix/share/ddp-bridge/public")
-        #expect(ConsoleFolder.search(places) == .success(root + "/prefix/share/ddp-bridge/public"))
-        // The same folder reached twice is looked at once.
-        let same = ConsoleFolder.Places(executable: root + "/bin/ddp-bridge", sourceRoot: root + "/bin/", workingDirectory: root + "/bin/../bin")
-        #expect(ConsoleFolder.candidates(same) == [root + "/bin/public", root + "/share/ddp-bridge/public", "/app/public"])
-    }
-
-    /// Not found: no console, and the start's warning names every place looked at. Turned off
-    /// (`none`) or named: no search.
-    @Test func aConsoleNotFoundIsAWarningNamingThePlacesSearched() async throws {
-        let root = try Self.temporaryFolder()
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let places = ConsoleFolder.Places(executable: root + "/bin/ddp-bridge", sourceRoot: nil, workingDirectory: root)
-        let upstream = ["upstream": "ws://meteor:3000/websocket"]
-        let settings = try Settings(flags: upstream, environment: [:], consolePlaces: places)
-        #expect(settings.configuration.publicFolder == nil)
-        #expect(settings.configuration.consoleSearched == ConsoleFolder.candidates(places) && settings.configuration.consoleSearched.count == 4)
-        let off = try Settings(flags: upstream, environment: ["DDP_BRIDGE_PUBLIC_DIR": "none"], consolePlaces: places)
-        #expect(off.configuration.publicFolder == nil && off.configuration.consoleSearched.isEmpty)
-        let named = try Settings(flags: upstream.merging(["public-dir": root]) { $1 }, environment: [:], consolePlaces: places)
-        #expect(named.configuration.publicFolder == root && named.configuration.consoleSearched.isEmpty)
-        let (lines, logger) = LogLines.logger(level: .info)
-        let searched = settings.configuration.consoleSearched
-        try await BridgeHarness.run(configure: { $0.consoleSearched = searched }, logger: logger) { h in
-            expectError(try await h.request(.get, "/"), .notFound, "not-found")
-            let warning = try #require(lines.all.first { $0.contains("no web console at /") }, "\(lines.all)")
-            #expect(warning.contains("\"level\":\"warning\""), "\(warning)")
-            for place in searched { #expect(warning.contains(place), "\(warning) names \(place)") }
+            #expect(served?.contains("built into the binary") == true, "\(lines.all)")
         }
     }
 

@@ -105,11 +105,8 @@ public struct BridgeConfiguration: Sendable {
     /// A client connection must send a whole request head (and keep its body coming) within this
     /// time, and is closed after this long idle between requests. Open streams are not affected.
     public var readTimeout: Duration = .seconds(30)
-    /// The web console's folder, served at `/`; `nil`: no console.
-    public var publicFolder: String?
-    /// The folders the console was looked for in, in vain, when no setting named its folder
-    /// (``ConsoleFolder``): the start's warning names them. Empty when it was found or named.
-    public var consoleSearched: [String] = []
+    /// The web console served at `/`: by default the one built into the binary.
+    public var console: ConsoleSource = .embedded
     /// On shutdown, requests in flight get this long to finish before sessions are closed under them.
     public var shutdownGrace: Duration = .seconds(10)
     /// Largest message accepted from the upstream, in bytes (a larger one closes that connection,
@@ -189,4 +186,14 @@ public struct BridgeConfiguration: Sendable {
         self.trustForwardedFor = trustForwardedFor
         self.ddp = ddp
     }
+}
+
+/// Where the web console served at `/` comes from.
+public enum ConsoleSource: Sendable, Equatable {
+    /// The files built into the binary (public/ when it was built).
+    case embedded
+    /// A folder's files (`--public-dir`).
+    case folder(String)
+    /// No console.
+    case none
 }

@@ -21,25 +21,18 @@ public struct Settings: Sendable {
     public var logLevel = "info"
     public var logFormat = "human"
     public var configuration = BridgeConfiguration(upstream: "")
-    /// Where the web console is looked for when `--public-dir` names no folder (``ConsoleFolder``);
-    /// `nil`: this process's places.
-    var consolePlaces: ConsoleFolder.Places?
 
     /// The defaults (no upstream yet).
     public init() {}
 
     /// Resolves every setting from `flags` (by flag name, without `--`), then `environment`
-    /// (`DDP_BRIDGE_…`), then `presets` (by flag name), then the default. The web console is
-    /// looked for in `consolePlaces` unless a setting names its folder.
-    public init(
-        flags: [String: String], environment: [String: String], presets: [String: String] = [:], consolePlaces: ConsoleFolder.Places? = nil
-    ) throws(Invalid) {
+    /// (`DDP_BRIDGE_…`), then `presets` (by flag name), then the default.
+    public init(flags: [String: String], environment: [String: String], presets: [String: String] = [:]) throws(Invalid) {
         self.init()
-        self.consolePlaces = consolePlaces
         for setting in Self.all {
             let given = flags[setting.flag] ?? environment[setting.environment]
-            guard let text = given ?? presets[setting.flag] ?? setting.fallback else { continue }
-            let value = Value(flag: setting.flag, environment: setting.environment, text: text, isExplicit: given != nil)
+            guard let text = given ?? presets[setting.flag] else { continue }
+            let value = Value(flag: setting.flag, environment: setting.environment, text: text)
             do {
                 try setting.apply(value, &self)
             } catch let error as Invalid {
@@ -60,8 +53,6 @@ public struct Settings: Sendable {
         public let help: String
         /// May be given as a bare `--flag`, meaning true.
         public let isSwitch: Bool
-        /// Text applied when the setting is given nowhere (only where the default needs a check).
-        let fallback: String?
         let show: @Sendable (Settings) -> String?
         let apply: @Sendable (Value, inout Settings) throws -> Void
 
@@ -75,8 +66,6 @@ public struct Settings: Sendable {
         let flag: String
         let environment: String
         let text: String
-        /// Given as a flag or variable, rather than a preset or the fallback.
-        let isExplicit: Bool
 
         func invalid(_ problem: String) -> Invalid {
             // "--flag (VARIABLE) must be …" or "--flag (VARIABLE): 'x' is not …"
@@ -124,7 +113,7 @@ public struct Settings: Sendable {
     // MARK: - Declaring settings
 
     static func seconds(_ flag: String, _ help: String, _ path: any WritableKeyPath<Settings, Duration> & Sendable, minimum: Double = 0) -> Setting {
-        Setting(flag: flag, help: help, isSwitch: false, fallback: nil, show: { Self.secondsText($0[keyPath: path]) }) { value, settings in
+        Setting(flag: flag, help: help, isSwitch: false, show: { Self.secondsText($0[keyPath: path]) }) { value, settings in
             settings[keyPath: path] = try value.seconds(minimum: minimum)
         }
     }
@@ -132,22 +121,22 @@ public struct Settings: Sendable {
     static func integer(
         _ flag: String, _ help: String, _ path: any WritableKeyPath<Settings, Int> & Sendable, minimum: Int = 1, maximum: Int = 1 << 40
     ) -> Setting {
-        Setting(flag: flag, help: help, isSwitch: false, fallback: nil, show: { String($0[keyPath: path]) }) { value, settings in
+        Setting(flag: flag, help: help, isSwitch: false, show: { String($0[keyPath: path]) }) { value, settings in
             settings[keyPath: path] = try value.integer(minimum: minimum, maximum: maximum)
         }
     }
 
     static func toggle(_ flag: String, _ help: String, _ path: any WritableKeyPath<Settings, Bool> & Sendable) -> Setting {
-        Setting(flag: flag, help: help, isSwitch: true, fallback: nil, show: { String($0[keyPath: path]) }) { value, settings in
+        Setting(flag: flag, help: help, isSwitch: true, show: { String($0[keyPath: path]) }) { value, settings in
             settings[keyPath: path] = try value.bool()
         }
     }
 
     static func custom(
-        _ flag: String, _ help: String, fallback: String? = nil, show: @escaping @Sendable (Settings) -> String?,
+        _ flag: String, _ help: String, show: @escaping @Sendable (Settings) -> String?,
         apply: @escaping @Sendable (Value, inout Settings) throws -> Void
     ) -> Setting {
-        Setting(flag: flag, help: help, isSwitch: false, fallback: fallback, show: show, apply: apply)
+        Setting(flag: flag, help: help, isSwitch: false, show: show, apply: apply)
     }
 
     static func secondsText(_ duration: Duration) -> String {
@@ -338,25 +327,16 @@ public struct Settings: Sendable {
             \.configuration.publicMaxAge, minimum: 0, maximum: 86_400),
         custom(
             "public-dir",
-            "Folder of the web console served at / ('none' to serve no console). By default, the console shipped with the binary: the first of public/ beside the executable, ../share/ddp-bridge/public from it, /app/public (the container image's), public/ in the checkout it was built from, and ./public that holds the console's files",
-            fallback: "", show: { _ in nil }
+            "Folder of the web console served at / ('none' to serve no console). By default, the console built into the binary",
+            show: { _ in nil }
         ) { value, settings in
-            guard value.isExplicit || !value.text.isEmpty else {
-                // Named nowhere: the console shipped with the binary, wherever the bridge was started.
-                switch ConsoleFolder.search(settings.consolePlaces ?? .current) {
-                case .success(let folder): settings.configuration.publicFolder = folder
-                case .failure(let notFound): settings.configuration.consoleSearched = notFound.searched
-                }
+            guard value.text != "none" else {
+                settings.configuration.console = .none
                 return
             }
-            guard value.text != "none", !value.text.isEmpty else {
-                settings.configuration.publicFolder = nil
-                return
-            }
-            // A folder named on purpose must exist.
             guard let folder = existingFolder(value.text) else { throw value.invalid(": '\(value.text)' is not a folder") }
             // Absolute, so the start's log says which folder it is.
-            settings.configuration.publicFolder = URL(fileURLWithPath: folder).standardizedFileURL.path
+            settings.configuration.console = .folder(URL(fileURLWithPath: folder).standardizedFileURL.path)
         },
         custom(
             "cors-origins",
