@@ -29,6 +29,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        // Settings from flags, DDP_BRIDGE_* variables, a YAML or JSON file (reloaded while running) and secrets files.
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML", "Reloading"]),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -134,7 +138,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Yams", package: "Yams")
             ],
             swiftSettings: swiftSettings,
             plugins: ["BuildInfo", "EmbeddedDocuments"]

@@ -41,15 +41,14 @@ struct DemoCommand: AsyncParsableCommand {
     /// rate, and a public reader must not be able to ask the demo for a million changes a second.
     static let presets = ["log-level": "notice", "public-publications": "tasks(*),typed"]
 
-    /// The settings are checked while the command line is parsed, so a bad one is reported
-    /// with the demo's usage, not the top-level one.
+    /// The command line is checked while it is parsed, so an unknown setting is reported with
+    /// the demo's usage; the values are checked, from every source, before anything starts.
     func validate() throws {
-        _ = try settings()
+        _ = try flags()
     }
 
-    /// Every setting of serve, from flags and DDP_BRIDGE_ variables, checked before anything
-    /// starts; only the upstream is the demo's own.
-    func settings() throws -> Settings {
+    /// The command line's settings; only the upstream is the demo's own.
+    func flags() throws -> [String: String] {
         do throws(Settings.Invalid) {
             var flags = try Settings.flags(from: arguments, otherFlags: ["ddp-port", "watch", "no-watch"])
             guard flags["upstream"] == nil else {
@@ -58,18 +57,16 @@ struct DemoCommand: AsyncParsableCommand {
             guard (0...65_535).contains(ddpPort) else { throw Settings.Invalid(description: "--ddp-port must be from 0 to 65535, got \(ddpPort)") }
             // The settings are checked against a stand-in port when the DDP server's is chosen at start (0).
             flags["upstream"] = "ws://127.0.0.1:\(ddpPort == 0 ? 1 : ddpPort)/websocket"
-            return try Settings(flags: flags, environment: ProcessInfo.processInfo.environment, presets: Self.presets)
+            return flags
         } catch {
             throw ValidationError(error.description)
         }
     }
 
     func run() async throws {
-        let settings = try settings()
-        if settings.logFormat == "json" {
-            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
-        }
-        let logger = try makeLogger(settings.logLevel)
+        let loaded = try await LoadedSettings.load(for: Self.self, flags: flags(), presets: Self.presets)
+        let settings = loaded.settings
+        let (logger, level) = loaded.startLogging()
         let server = LocalDDPServer(configuration: DemoDataSet.configuration, logger: logger)
         try await DemoDataSet.seed(server.core)
         let upstreamPort = try await listening(on: "127.0.0.1:\(ddpPort)", setBy: "--ddp-port") { try await server.start(port: ddpPort) }
@@ -102,7 +99,9 @@ struct DemoCommand: AsyncParsableCommand {
                       curl -s -G http://\(host):\(bound)/v1/collections/tasks -H "authorization: Bearer $TOKEN" --data-urlencode 'selector={"listId":"inbox"}'
                     """ + (watching ? "\nlive client (--watch): each change of the demo's tasks, as a DDP client receives it, below\n" : ""))
             })
-        var services: [any Service] = [application, TaskToggler(core: server.core)]
+        var services: [any Service] = [
+            LiveSettings(sources: loaded.sources, level: level, logger: logger), application, TaskToggler(core: server.core)
+        ]
         if watch {
             var options = WatchOptions()
             // The tasks change every 5 s, and whenever a client writes one: a line each, so the

@@ -18,26 +18,20 @@ struct ServeCommand: AsyncParsableCommand {
     @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Settings as --name value (listed below).", valueName: "settings"))
     var arguments: [String] = []
 
-    /// The settings are checked while the command line is parsed, so a bad one is reported
-    /// with serve's usage, not the top-level one.
+    /// The command line is checked while it is parsed, so an unknown setting is reported with
+    /// serve's usage; the values are checked, from every source, before anything starts.
     func validate() throws {
-        _ = try settings()
-    }
-
-    func settings() throws -> Settings {
-        do {
-            return try Settings(flags: Settings.flags(from: arguments), environment: ProcessInfo.processInfo.environment)
+        do throws(Settings.Invalid) {
+            _ = try Settings.flags(from: arguments)
         } catch {
             throw ValidationError(error.description)
         }
     }
 
     func run() async throws {
-        let settings = try settings()
-        if settings.logFormat == "json" {
-            LoggingSystem.bootstrap { label in JSONLogHandler(label: label) }
-        }
-        let logger = try makeLogger(settings.logLevel)
+        let loaded = try await LoadedSettings.load(for: Self.self, flags: Settings.flags(from: arguments))
+        let settings = loaded.settings
+        let (logger, level) = loaded.startLogging()
         let host = settings.host
         let (application, registry) = BridgeApplication.make(
             configuration: settings.configuration,
@@ -53,7 +47,9 @@ struct ServeCommand: AsyncParsableCommand {
             })
         // The grace service comes last, so it hears of a shutdown first (services stop in reverse).
         let group = ServiceGroup(
-            configuration: .init(services: [application, registry.shutdownGrace], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: .init(
+                services: [LiveSettings(sources: loaded.sources, level: level, logger: logger), application, registry.shutdownGrace],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await listening(on: "\(host):\(settings.port)", setBy: "--port, DDP_BRIDGE_PORT") { try await group.run() }
     }
 }

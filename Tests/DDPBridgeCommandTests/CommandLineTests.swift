@@ -28,14 +28,16 @@ import Testing
         }
     }
 
-    @Test func aBadValueIsReportedWithTheCommandsUsageToo() {
+    @Test func aBadValueIsReportedWithTheCommandsUsageToo() async throws {
+        let flags = try Settings.flags(from: ["--upstream", "ws://meteor:3000/websocket", "--port", "70000"])
         do {
-            _ = try DDPBridgeCommand.parseAsRoot(["serve", "--upstream", "ws://meteor:3000/websocket", "--port", "70000"])
+            _ = try await LoadedSettings.resolve(flags: flags, environment: [:])
             Issue.record("port 70000 must be refused")
         } catch {
-            let message = DDPBridgeCommand.fullMessage(for: error)
-            #expect(message.contains("--port (DDP_BRIDGE_PORT) must be a whole number from 0 to 65535"), "\(message)")
+            let message = LoadedSettings.refusal(error, for: ServeCommand.self)
+            #expect(message.contains("Error: --port (DDP_BRIDGE_PORT) must be a whole number from 0 to 65535"), "\(message)")
             #expect(message.contains("Usage: ddp-bridge serve "), "\(message)")
+            #expect(!message.contains("<subcommand>"), "\(message)")
         }
     }
 

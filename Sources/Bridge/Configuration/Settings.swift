@@ -20,6 +20,10 @@ public struct Settings: Sendable {
     public var port = 8080
     public var logLevel = "info"
     public var logFormat = "human"
+    /// The settings file (`--config`), read through ``SettingsSources``.
+    public var configFile: String?
+    /// The secrets folder (`--secrets-dir`), read through ``SettingsSources``.
+    public var secretsDirectory: String?
     public var configuration = BridgeConfiguration(upstream: "")
 
     /// The defaults (no upstream yet).
@@ -28,17 +32,21 @@ public struct Settings: Sendable {
     /// Resolves every setting from `flags` (by flag name, without `--`), then `environment`
     /// (`DDP_BRIDGE_…`), then `presets` (by flag name), then the default.
     public init(flags: [String: String], environment: [String: String], presets: [String: String] = [:]) throws(Invalid) {
+        try self.init(sources: SettingsSources(flags: flags, environment: environment, presets: presets))
+    }
+
+    /// Resolves every setting from its sources, in their order (``SettingsSources``), then the default.
+    public init(sources: SettingsSources) throws(Invalid) {
         self.init()
         for setting in Self.all {
-            let given = flags[setting.flag] ?? environment[setting.environment]
-            guard let text = given ?? presets[setting.flag] else { continue }
-            let value = Value(flag: setting.flag, environment: setting.environment, text: text)
+            guard let (text, source) = try sources.text(for: setting) else { continue }
+            let value = Value(setting: setting, text: text, source: source)
             do {
                 try setting.apply(value, &self)
             } catch let error as Invalid {
-                throw error
+                throw value.redacted(error)
             } catch {
-                throw value.invalid("is not valid (\(error))")
+                throw value.redacted(value.invalid("is not valid (\(error))"))
             }
         }
         guard !configuration.upstream.isEmpty else {
@@ -47,16 +55,37 @@ public struct Settings: Sendable {
         if configuration.requestTimeout > configuration.maxRequestTimeout { configuration.maxRequestTimeout = configuration.requestTimeout }
     }
 
+    /// The setting of that flag, if there is one.
+    public static func setting(named flag: String) -> Setting? { all.first { $0.flag == flag } }
+
+    /// The setting of that flag (one of ``all``).
+    static func setting(_ flag: String) -> Setting {
+        guard let setting = all.first(where: { $0.flag == flag }) else { preconditionFailure("no setting --\(flag)") }
+        return setting
+    }
+
     /// One setting, declared once.
     public struct Setting: Sendable {
         public let flag: String
         public let help: String
         /// May be given as a bare `--flag`, meaning true.
         public let isSwitch: Bool
+        /// Its value is a secret: never shown in help, logs or messages.
+        public var isSecret = false
         let show: @Sendable (Settings) -> String?
         let apply: @Sendable (Value, inout Settings) throws -> Void
 
-        public var environment: String { "DDP_BRIDGE_" + flag.uppercased().replacingOccurrences(of: "-", with: "_") }
+        public var environment: String { Self.environmentName(flag) }
+
+        /// `DDP_BRIDGE_` and the flag, upper case, `_` for `-`.
+        static func environmentName(_ flag: String) -> String { "DDP_BRIDGE_" + flag.uppercased().replacingOccurrences(of: "-", with: "_") }
+        /// The same setting, its value a secret.
+        var secret: Setting {
+            var setting = self
+            setting.isSecret = true
+            return setting
+        }
+
         /// The default as help shows it; `nil` when there is none.
         public var shownDefault: String? { show(Settings()) }
     }
@@ -66,10 +95,29 @@ public struct Settings: Sendable {
         let flag: String
         let environment: String
         let text: String
+        /// Where it was given (``SettingsSources``), named in a message when it is a file.
+        var source: String?
+        var isSecret = false
+
+        init(setting: Setting, text: String, source: String? = nil) {
+            self.flag = setting.flag
+            self.environment = setting.environment
+            self.text = text
+            self.source = source
+            self.isSecret = setting.isSecret
+        }
+
+        /// A message about a secret names neither its text nor a part of it.
+        func redacted(_ error: Invalid) -> Invalid {
+            guard isSecret, !text.isEmpty else { return error }
+            return Invalid(description: error.description.replacingOccurrences(of: text, with: "<secret>"))
+        }
 
         func invalid(_ problem: String) -> Invalid {
-            // "--flag (VARIABLE) must be …" or "--flag (VARIABLE): 'x' is not …"
-            Invalid(description: "--\(flag) (\(environment))\(problem.hasPrefix(":") ? "" : " ")\(problem)")
+            // "--flag (VARIABLE) must be …" or "--flag (VARIABLE): 'x' is not …", and where it was
+            // given when that is a file.
+            let given = source.flatMap { $0.hasPrefix("the settings file") || $0.hasPrefix("the secrets folder") ? " (given in \($0))" : nil }
+            return Invalid(description: "--\(flag) (\(environment))\(given ?? "")\(problem.hasPrefix(":") ? "" : " ")\(problem)")
         }
 
         func number(minimum: Double = 0, maximum: Double = 86_400 * 365) throws(Invalid) -> Double {
@@ -145,6 +193,16 @@ public struct Settings: Sendable {
 
     /// Every setting of `serve` and `demo`.
     public static let all: [Setting] = [
+        custom(
+            "config",
+            "YAML or JSON file of settings, one key per setting named as its flag (port: 8080); the command line, the environment and --secrets-dir win over it. Read again when it changes: --log-level takes effect at once",
+            show: { _ in nil }
+        ) { value, settings in settings.configFile = value.text },
+        custom(
+            "secrets-dir",
+            "Folder of secrets (/run/secrets), one file per setting named as its flag or variable (session-key or DDP_BRIDGE_SESSION_KEY), its text trimmed; wins over --config",
+            show: { _ in nil }
+        ) { value, settings in settings.secretsDirectory = value.text },
         custom("upstream", "The Meteor app's DDP WebSocket, e.g. ws://meteor:3000/websocket (wss:// for TLS)", show: { _ in nil }) {
             value, settings in
             settings.configuration.upstream = try upstreamURL(value)
@@ -412,7 +470,7 @@ public struct Settings: Sendable {
                 case .failure(let problem): throw value.invalid("must be sqlite, memory or a postgres:// URL; this one \(problem.description)")
                 }
             }
-        },
+        }.secret,
         custom("data-dir", "Folder of the embedded session store (sessions.sqlite)", show: { $0.configuration.dataDirectory }) {
             value, settings in
             guard !value.text.isEmpty else { throw value.invalid("must name a folder") }
@@ -427,7 +485,7 @@ public struct Settings: Sendable {
                 throw value.invalid("must be 32 bytes as 64 hex digits or as base64 (make one with: openssl rand -hex 32)")
             }
             settings.configuration.sessionKey = key
-        },
+        }.secret,
         custom("log-level", "trace, debug, info, notice, warning, error or critical", show: { $0.logLevel }) { value, settings in
             settings.logLevel = try value.oneOf(["trace", "debug", "info", "notice", "warning", "error", "critical"])
         },

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The release package on a machine with nothing else: a minimal Debian root (debootstrap
+# --variant=minbase, plus libssl3; no Swift, no checkout), made once and kept, gets only the
+# tarball from scripts/package.sh. Inside it (chroot, sharing this machine's loopback) the
+# package's checksum holds, the binary starts the demo from a folder with no files, serves the web
+# console built into it, the contract, /healthz and /readyz, and `ddp-bridge check` passes against
+# the demo's DDP server, logged in and subscribed. Each check prints PASS or FAIL; the exit status
+# is 1 if any failed. Needs root (chroot); loopback only; every wait bounded.
+#
+#   scripts/standalone-check.sh [TARBALL]      (default: the newest dist/ddp-bridge-*.tar.gz)
+#
+# ROOT (default /var/tmp/ddp-bridge-standalone-root) is where the Debian root is kept;
+# REBUILD_ROOT=1 makes it again; DEBIAN_MIRROR names the mirror.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+
+ROOT=${ROOT:-/var/tmp/ddp-bridge-standalone-root}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+tarball=${1:-$(ls -t dist/ddp-bridge-*.tar.gz 2>/dev/null | head -n 1)}
+[ -n "$tarball" ] && [ -r "$tarball" ] || { echo "standalone-check: no package (run scripts/package.sh first)" >&2; exit 2; }
+name=$(basename "$tarball" .tar.gz)
+
+passed=0
+failed=0
+check() {  # check NAME CONDITION-STATUS [DETAIL]
+    if [ "$2" = 0 ]; then echo "PASS $1"; passed=$((passed + 1)); else echo "FAIL $1${3:+ — $3}"; failed=$((failed + 1)); fi
+}
+
+if [ "${REBUILD_ROOT:-0}" = 1 ] || [ ! -e "$ROOT/.ddp-bridge-root" ]; then
+    ensure_packages debootstrap
+    rm -rf "$ROOT"
+    . /etc/os-release
+    echo "standalone-check: making a minimal Debian $VERSION_CODENAME root in $ROOT"
+    if ! debootstrap --variant=minbase --include=libssl3 "$VERSION_CODENAME" "$ROOT" "$DEBIAN_MIRROR" > /tmp/ddp-bridge-debootstrap.log 2>&1; then
+        tail -n 20 /tmp/ddp-bridge-debootstrap.log >&2
+        echo "standalone-check: debootstrap failed" >&2
+        exit 1
+    fi
+    # Only what the image's runtime needs: the package lists and documentation go.
+    rm -rf "$ROOT/var/cache/apt/archives/"*.deb "$ROOT/usr/share/doc" "$ROOT/usr/share/man"
+    touch "$ROOT/.ddp-bridge-root"
+fi
+
+inside() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/nonexistent "$@"; }
+
+rm -rf "$ROOT/opt/ddp-bridge-"* "$ROOT/tmp/"*
+cp "$tarball" "$tarball.sha256" "$ROOT/tmp/"
+inside sh -c "cd /tmp && sha256sum -c $name.tar.gz.sha256" >/dev/null 2>&1
+check "the package's checksum holds" $?
+inside tar -C /opt -xzf "/tmp/$name.tar.gz"
+check "the package unpacks" $?
+inside sh -c 'command -v swift || ls /opt/swift /usr/lib/swift' >/dev/null 2>&1
+[ $? != 0 ]
+check "the root has no Swift" $?
+bin=/opt/$name/ddp-bridge
+
+output=$(mktemp)
+# From / (no console files anywhere near), on free ports.
+chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/nonexistent sh -c "cd / && exec $bin demo --port 0 --ddp-port 0" > "$output" 2>&1 &
+demo=$!
+trap 'kill $demo 2>/dev/null; wait $demo 2>/dev/null; rm -f "$output"' EXIT
+bridge="" upstream=""
+for _ in $(seq 1 150); do
+    bridge=$(grep -o 'ddp-bridge: *http://127.0.0.1:[0-9]*' "$output" | grep -o 'http://.*' || true)
+    upstream=$(grep -o 'ws://127.0.0.1:[0-9]*/websocket' "$output" | head -n 1 || true)
+    [ -n "$bridge" ] && [ -n "$upstream" ] && break
+    kill -0 $demo 2>/dev/null || break
+    sleep 0.1
+done
+[ -n "$bridge" ]
+check "the demo starts in the bare root" $? "$(tail -n 5 "$output")"
+if [ -n "$bridge" ]; then
+    page=$(curl -fsS --max-time 5 "$bridge/" || true)
+    echo "$page" | grep -q '<title>ddp-bridge console</title>'
+    check "GET / serves the console built into the binary" $?
+    curl -fsS --max-time 5 "$bridge/js/app.js" | grep -q 'import'
+    check "GET /js/app.js serves a module of the console" $?
+    curl -fsS --max-time 5 "$bridge/openapi.yaml" | grep -q '^openapi:'
+    check "GET /openapi.yaml serves the contract" $?
+    curl -fsS --max-time 5 "$bridge/healthz" >/dev/null
+    check "GET /healthz" $?
+    ready=1
+    for _ in $(seq 1 50); do curl -fsS --max-time 2 "$bridge/readyz" >/dev/null 2>&1 && { ready=0; break; }; sleep 0.1; done
+    check "GET /readyz: the demo's upstream is up" $ready
+    said=$(inside "$bin" check --upstream "$upstream" --username alice --password secret --publication tasks --timeout 10 2>&1)
+    check "ddp-bridge check passes against the demo's DDP server" $? "$said"
+    echo "$said" | sed 's/^/    /'
+fi
+echo "standalone-check: $passed passed, $failed failed"
+[ "$failed" = 0 ]
