@@ -3,8 +3,9 @@
 # --variant=minbase, plus libssl3; no Swift, no checkout), made once and kept, gets only the
 # tarball from scripts/package.sh. Inside it (chroot, sharing this machine's loopback) the
 # package's checksum holds, the binary starts the demo from a folder with no files, serves the web
-# console built into it, the contract, /healthz and /readyz, and `ddp-bridge check` passes against
-# the demo's DDP server, logged in and subscribed. Each check prints PASS or FAIL; the exit status
+# console built into it, the contract, /healthz and /readyz, `ddp-bridge probe` (the image's health
+# check) says healthy, and `ddp-bridge check` passes against the demo's DDP server, logged in and
+# subscribed. Each check prints PASS or FAIL; the exit status
 # is 1 if any failed. Needs root (chroot); loopback only; every wait bounded.
 #
 #   scripts/standalone-check.sh [TARBALL]      (default: the newest dist/ddp-bridge-*.tar.gz)
@@ -83,6 +84,12 @@ if [ -n "$bridge" ]; then
     ready=1
     for _ in $(seq 1 50); do curl -fsS --max-time 2 "$bridge/readyz" >/dev/null 2>&1 && { ready=0; break; }; sleep 0.1; done
     check "GET /readyz: the demo's upstream is up" $ready
+    port=${bridge##*:}
+    inside "$bin" probe --port "$port" >/dev/null 2>&1
+    check "ddp-bridge probe: the bridge is healthy (the image's health check)" $?
+    inside "$bin" probe --port 1 --timeout 2 >/dev/null 2>&1
+    [ $? = 1 ]
+    check "ddp-bridge probe: exit 1 where nothing listens" $?
     said=$(inside "$bin" check --upstream "$upstream" --username alice --password secret --publication tasks --timeout 10 2>&1)
     check "ddp-bridge check passes against the demo's DDP server" $? "$said"
     echo "$said" | sed 's/^/    /'

@@ -3,6 +3,7 @@ public import Hummingbird
 import HummingbirdCore
 public import Logging
 public import NIOCore
+import ServiceLifecycle
 
 /// The bridge as a Hummingbird application: the REST routes, the JSON error shape, and the
 /// session registry running as one of the application's services.
@@ -13,7 +14,8 @@ public enum BridgeApplication {
         configuration: BridgeConfiguration,
         http: ApplicationConfiguration,
         logger: Logger,
-        onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+        onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in },
+        onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> (application: Application<RouterResponder<BridgeRequestContext>>, registry: SessionRegistry) {
         let registry = SessionRegistry(configuration: configuration, logger: logger)
         // The commonest slip: the app's own address, without the path Meteor serves DDP at.
@@ -90,8 +92,12 @@ public enum BridgeApplication {
         }
         // How late the event loops run what is due on them (the metric that says nothing holds them).
         let lateness = EventLoopLateness(group: configuration.eventLoopGroup, factory: metrics.factory, logger: logger)
+        var services: [any Service] = [registry, fanout, probe, lateness, runner]
+        if let listener = configuration.metricsListener {
+            services.append(routes.metricsApplication(listener, logger: logger, onRunning: onMetricsListening))
+        }
         let application = Application(
-            router: router, server: server, configuration: http, services: [registry, fanout, probe, lateness, runner], onServerRunning: running,
+            router: router, server: server, configuration: http, services: services, onServerRunning: running,
             eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)
         return (application, registry)
     }

@@ -18,7 +18,7 @@ struct DDPBridgeCommand: AsyncParsableCommand {
             use that app, and what to fix if not.
             """),
         version: BuildInfo.description,
-        subcommands: [ServeCommand.self, DemoCommand.self, DemoServerCommand.self, WatchCommand.self, CheckCommand.self],
+        subcommands: [ServeCommand.self, DemoCommand.self, DemoServerCommand.self, WatchCommand.self, CheckCommand.self, ProbeCommand.self],
         defaultSubcommand: ServeCommand.self
     )
 }

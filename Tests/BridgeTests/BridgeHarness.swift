@@ -16,6 +16,8 @@ struct BridgeHarness: Sendable {
     let client: any TestClientProtocol
     let upstream: LocalDDPServer
     let registry: SessionRegistry
+    /// The port of the `--metrics-port` listener, once it listens (when one is configured).
+    let metricsPorts: AsyncStream<Int>
 
     struct Reply: Sendable {
         let status: HTTPResponse.Status
@@ -44,11 +46,13 @@ struct BridgeHarness: Sendable {
         configure(&configuration)
         var logger = custom ?? Logger(label: "bridge")
         if custom == nil { logger.logLevel = .warning }
+        let (metricsPorts, listening) = AsyncStream.makeStream(of: Int.self)
         let (application, registry) = BridgeApplication.make(
-            configuration: configuration, http: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)), logger: logger)
+            configuration: configuration, http: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)), logger: logger,
+            onMetricsListening: { listening.yield($0) })
         do {
             try await application.test(.live) { client in
-                try await body(BridgeHarness(client: client, upstream: upstream, registry: registry))
+                try await body(BridgeHarness(client: client, upstream: upstream, registry: registry, metricsPorts: metricsPorts))
             }
         } catch {
             await upstream.stop()

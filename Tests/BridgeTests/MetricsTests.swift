@@ -22,6 +22,42 @@ import Testing
     }
 
     /// Every family a running bridge exports has a `# HELP` line before its `# TYPE` line.
+    /// `--metrics-port`: the scrape and the probes on a listener of their own, and no scrape on the
+    /// API's port; the listener answers nothing else.
+    @Test func aMetricsPortOfItsOwnTakesTheScrapeOffTheAPIPort() async throws {
+        try await BridgeHarness.run(configure: { $0.metricsListener = MetricsListener(host: "127.0.0.1", port: 0) }) { h in
+            let port = try await withThrowingTaskGroup(of: Int?.self) { group in
+                group.addTask { await h.metricsPorts.first { _ in true } }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(10))
+                    return nil
+                }
+                let first = try await group.next() ?? nil
+                group.cancelAll()
+                return try #require(first, "the metrics listener did not listen within 10 s")
+            }
+            expectError(try await h.request(.get, "/metrics"), .notFound, "not-found")
+            #expect(try await h.request(.get, "/healthz").status == .ok)
+            let scrape = try await Self.get(port: port, "/metrics")
+            #expect(scrape.hasPrefix("HTTP/1.1 200") && scrape.contains("# HELP ddp_bridge_"), "\(scrape.prefix(300))")
+            #expect(try await Self.get(port: port, "/healthz").hasPrefix("HTTP/1.1 200"))
+            #expect(try await Self.get(port: port, "/readyz").hasPrefix("HTTP/1.1 200"))
+            #expect(try await Self.get(port: port, "/v1/collections").hasPrefix("HTTP/1.1 404"))
+        }
+        let settings = try Settings(flags: ["upstream": "ws://meteor:3000/websocket", "metrics-port": "9090", "host": "0.0.0.0"], environment: [:])
+        #expect(settings.configuration.metricsListener == MetricsListener(host: "0.0.0.0", port: 9090))
+        #expect(throws: Settings.Invalid.self) { try Settings(flags: ["upstream": "ws://m/websocket", "metrics-host": "0.0.0.0"], environment: [:]) }
+        #expect(throws: Settings.Invalid.self) { try Settings(flags: ["upstream": "ws://m/websocket", "metrics-port": "99999"], environment: [:]) }
+    }
+
+    /// One request on a connection of its own; the whole answer.
+    static func get(port: Int, _ path: String) async throws -> String {
+        let connection = try await RawConnection.open(port: port)
+        try await connection.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        _ = try await connection.waitUntilClosed(within: .seconds(5))
+        return await connection.received
+    }
+
     @Test func everyFamilyHasItsHelpText() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()

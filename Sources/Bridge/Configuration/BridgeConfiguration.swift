@@ -105,6 +105,9 @@ public struct BridgeConfiguration: Sendable {
     /// A client connection must send a whole request head (and keep its body coming) within this
     /// time, and is closed after this long idle between requests. Open streams are not affected.
     public var readTimeout: Duration = .seconds(30)
+    /// Where `/metrics` (and the probes) are served apart from the API (`--metrics-port`):
+    /// `nil`, on the API's listener only.
+    public var metricsListener: MetricsListener?
     /// The web console served at `/`: by default the one built into the binary.
     public var console: ConsoleSource = .embedded
     /// On shutdown, requests in flight get this long to finish before sessions are closed under them.
@@ -196,4 +199,17 @@ public enum ConsoleSource: Sendable, Equatable {
     case folder(String)
     /// No console.
     case none
+}
+
+/// A listener of its own for `/metrics`, `/healthz` and `/readyz`, so an operator can keep the
+/// metrics off the public port.
+public struct MetricsListener: Sendable, Equatable {
+    /// Address to listen on (`--metrics-host`, else `--host`); `nil`: 127.0.0.1.
+    public var host: String?
+    public var port: Int
+
+    public init(host: String? = nil, port: Int) {
+        self.host = host
+        self.port = port
+    }
 }

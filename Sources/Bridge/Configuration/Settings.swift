@@ -20,6 +20,8 @@ public struct Settings: Sendable {
     public var port = 8080
     public var logLevel = "info"
     public var logFormat = "human"
+    /// `--metrics-host`, applied to ``BridgeConfiguration/metricsListener`` once every setting is read.
+    var metricsHost: String?
     /// The settings file (`--config`), read through ``SettingsSources``.
     public var configFile: String?
     /// The secrets folder (`--secrets-dir`), read through ``SettingsSources``.
@@ -53,6 +55,10 @@ public struct Settings: Sendable {
             throw Invalid(description: "--upstream (DDP_BRIDGE_UPSTREAM) is required: the Meteor app's ws://host:port/websocket")
         }
         if configuration.requestTimeout > configuration.maxRequestTimeout { configuration.maxRequestTimeout = configuration.requestTimeout }
+        if metricsHost != nil, configuration.metricsListener == nil {
+            throw Invalid(description: "--metrics-host (DDP_BRIDGE_METRICS_HOST) needs --metrics-port (DDP_BRIDGE_METRICS_PORT)")
+        }
+        configuration.metricsListener?.host = metricsHost ?? host
     }
 
     /// The setting of that flag, if there is one.
@@ -209,6 +215,18 @@ public struct Settings: Sendable {
         },
         custom("host", "Address to listen on", show: { $0.host }) { value, settings in settings.host = value.text },
         integer("port", "Port to listen on", \.port, minimum: 0, maximum: 65_535),
+        custom(
+            "metrics-port",
+            "Port of a listener of its own for /metrics, /healthz and /readyz (then /metrics is not on --port); none by default",
+            show: { _ in nil }
+        ) { value, settings in
+            guard value.text != "none" else { return }
+            let port = try value.integer(minimum: 0, maximum: 65_535)
+            settings.configuration.metricsListener = MetricsListener(port: port)
+        },
+        custom("metrics-host", "Address the --metrics-port listener listens on (default: --host's)", show: { _ in nil }) { value, settings in
+            settings.metricsHost = value.text
+        },
         custom("upstream-ca-file", "PEM file of CA certificates to trust for wss://", show: { _ in nil }) { value, settings in
             guard FileManager.default.isReadableFile(atPath: value.text) else { throw value.invalid(": cannot read '\(value.text)'") }
             settings.configuration.upstreamTLS.caFile = value.text

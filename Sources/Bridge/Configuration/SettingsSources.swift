@@ -125,7 +125,12 @@ public struct SettingsSources: Sendable {
     func text(for setting: Settings.Setting) throws(Settings.Invalid) -> (text: String, source: String)? {
         let key = ConfigKey([setting.flag])
         failures.forget(setting.flag)
-        if let text = reader.string(forKey: key, isSecret: setting.isSecret) { return (text, failures.source(of: setting.flag)) }
+        if let text = reader.string(forKey: key, isSecret: setting.isSecret) {
+            let source = failures.source(of: setting.flag)
+            // `name:` with no value in the settings file (YAML's null) leaves the setting unset.
+            if text.isEmpty, source == LookupFailures.settingsFile { return nil }
+            return (text, source)
+        }
         if let list = reader.stringArray(forKey: key, isSecret: setting.isSecret) {
             return (list.joined(separator: ","), failures.source(of: setting.flag))
         }
@@ -187,8 +192,10 @@ final class LookupFailures: AccessReporter, Sendable {
     func source(of name: String) -> String { lookups.withLockedValue { $0[name]?.source } ?? "a source" }
     func failure(of name: String) -> String? { lookups.withLockedValue { $0[name]?.failure } }
 
+    static let settingsFile = "the settings file"
+
     static func describe(provider: String, key: String?) -> String {
-        if provider.contains("ReloadingFileProvider") || provider.contains("FileProvider<") { return "the settings file" }
+        if provider.contains("ReloadingFileProvider") || provider.contains("FileProvider<") { return settingsFile }
         if provider.contains("DirectoryFilesProvider") { return "the secrets folder" + (key.map { " (file \($0))" } ?? "") }
         if provider.contains("EnvironmentVariablesProvider") { return "the environment" + (key.map { " (\($0))" } ?? "") }
         if provider.contains(SettingsSources.Source.commandLine) { return SettingsSources.Source.commandLine }

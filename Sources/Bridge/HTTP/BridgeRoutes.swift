@@ -1,7 +1,9 @@
 import DDP
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// The REST surface. Each route family lives in its own extension file.
 struct BridgeRoutes: Sendable {
@@ -16,18 +18,10 @@ struct BridgeRoutes: Sendable {
 
     /// Every route: verb, path and handler.
     var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] {
-        [
+        // `/metrics` is on the API's listener unless it has one of its own (`--metrics-port`).
+        var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] = [
             (.get, "/healthz", { _, _ in ProbeAnswer.health.response }),
             (.get, "/readyz", { _, _ in readiness.response }),
-            (
-                .get, "/metrics",
-                { _, _ in
-                    Response(
-                        status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                        body: .init(
-                            byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe, fanout: fanout, admission: admission))))
-                }
-            ),
             (.get, "/openapi.yaml", { _, _ in Self.contract(EmbeddedDocuments.openAPIYAML, "application/yaml; charset=utf-8") }),
             (.get, "/openapi.json", { _, _ in Self.contract(EmbeddedDocuments.openAPIJSON, "application/json") }),
             (.post, "/v1/sessions", createSession),
@@ -58,6 +52,34 @@ struct BridgeRoutes: Sendable {
             (.head, configuration.mcpPath, mcpStreamHead),
             (.delete, configuration.mcpPath, mcpDelete)
         ]
+        if configuration.metricsListener == nil { routes.insert((.get, "/metrics", { _, _ in scrape() }), at: 2) }
+        return routes
+    }
+
+    /// The Prometheus scrape of `/metrics`.
+    func scrape() -> Response {
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: registry.metrics.scrape(registry, probe: probe, fanout: fanout, admission: admission))))
+    }
+
+    /// The listener of `--metrics-port`: `/metrics`, `/healthz` and `/readyz`, nothing else.
+    func metricsApplication(_ listener: MetricsListener, logger: Logger, onRunning: @escaping @Sendable (Int) async -> Void)
+        -> some Service
+    {
+        let router = Router()
+        router.get("/metrics") { _, _ in scrape() }
+        router.get("/healthz") { _, _ in ProbeAnswer.health.response }
+        router.get("/readyz") { _, _ in readiness.response }
+        let address = listener.host ?? "127.0.0.1"
+        return Application(
+            router: router, configuration: ApplicationConfiguration(address: .hostname(address, port: listener.port), serverName: "ddp-bridge"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? listener.port
+                logger.info("metrics served apart from the API", metadata: ["address": "http://\(address):\(port)/metrics"])
+                await onRunning(port)
+            },
+            eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)
     }
 
     /// The HTTP contract this build serves (openapi.yaml, and the same as JSON), as built in.
