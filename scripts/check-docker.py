@@ -23,7 +23,7 @@ def check(condition, message):
 
 commands = dockerfile.parse_file("Dockerfile")
 stages = [c for c in commands if c.cmd == "FROM"]
-check(len(stages) >= 2, "multi-stage: a build stage and a runtime stage")
+check(len(stages) == 1, "one stage: the packaged binary on the runtime image, nothing compiled")
 final = [c for c in commands if c.start_line > stages[-1].start_line]
 
 # The base images are build arguments (ARG before the first FROM), so local stand-ins can
@@ -42,20 +42,17 @@ def resolve(image):
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: global_args.get(m.group(1) or m.group(2), m.group(0)), image)
 
 
-build_image, runtime_image = resolve(stages[0].value[0]), resolve(stages[-1].value[0])
-check(stages[0].value[0] == "${BUILD_IMAGE}" and stages[-1].value[0] == "${RUNTIME_IMAGE}",
-      "the base images are the build arguments BUILD_IMAGE and RUNTIME_IMAGE")
-check(build_image.startswith("swift:6.3"), f"the build stage defaults to a Swift 6.3 image (is {build_image})")
-check(runtime_image == "debian:bookworm-slim", f"the runtime stage defaults to debian:bookworm-slim (is {runtime_image})")
-check("-bookworm" in build_image, "the build image is Debian bookworm, like the runtime (same C libraries)")
-check(any(c.cmd == "RUN" and "swift build -c release" in c.value[0] for c in commands), "a release build")
-check("swift" not in runtime_image, "the runtime stage is not the Swift build image")
+runtime_image = resolve(stages[-1].value[0])
+check(stages[-1].value[0] == "${RUNTIME_IMAGE}", "the base image is the build argument RUNTIME_IMAGE")
+check(runtime_image == "debian:bookworm-slim", f"the image defaults to debian:bookworm-slim (is {runtime_image})")
+check(not any(c.cmd == "RUN" and "swift " in c.value[0] for c in commands), "nothing is built in the image: the binary is scripts/package.sh's")
 users = [c for c in final if c.cmd == "USER"]
 check(users and users[-1].value[0].split(":")[0] not in ("root", "0"), "the runtime runs as a non-root USER")
 check(any(c.cmd == "HEALTHCHECK" for c in final), "a HEALTHCHECK")
 check(any(c.cmd == "EXPOSE" for c in final), "an EXPOSE")
 check(any(c.cmd == "ENTRYPOINT" and "ddp-bridge" in c.value[0] for c in final), "the entrypoint is ddp-bridge")
-check(any(c.cmd == "COPY" and "--from=build" in c.flags for c in final), "the binary is copied from the build stage")
+check(any(c.cmd == "COPY" and c.value[0] == "dist/ddp-bridge" and c.value[-1] == "/usr/local/bin/ddp-bridge" for c in final),
+      "the binary is scripts/package.sh's dist/ddp-bridge")
 env = {}
 for c in final:
     if c.cmd == "ENV":
@@ -71,19 +68,17 @@ for c in commands:
     if c.cmd in ("ENV", "ARG"):
         check(not any(secret.search(v) for v in c.value), f"no secrets baked in ({c.cmd} line {c.start_line + 1})")
 
-# The build context: .dockerignore keeps the build folders (gigabytes), .git and the machine's
-# Package.resolved out, and lets in everything the Dockerfile copies.
+# The build context: .dockerignore sends the packaged binary only (not the build folders'
+# gigabytes, .git or the checkout), and every file the Dockerfile copies is that binary.
 try:
     ignored = [line.strip() for line in open(".dockerignore") if line.strip() and not line.startswith("#")]
 except FileNotFoundError:
     ignored = []
-check(ignored != [], "a .dockerignore")
-for pattern in (".build", ".build-*", ".git", "Package.resolved"):
-    check(pattern in ignored, f".dockerignore leaves out {pattern}")
+check(ignored == ["*", "!dist/ddp-bridge"], f".dockerignore leaves out everything but dist/ddp-bridge ({ignored})")
 for c in commands:
     if c.cmd in ("COPY", "ADD") and not any(f.startswith("--from") for f in c.flags):
         for source in c.value[:-1]:
-            check(source.split("/")[0] not in ignored, f"{c.cmd} {source} (line {c.start_line + 1}) is not left out by .dockerignore")
+            check(source == "dist/ddp-bridge", f"{c.cmd} {source} (line {c.start_line + 1}) is the one file .dockerignore lets in")
 
 compose = yaml.safe_load(open("deploy/compose.yaml"))
 services = compose.get("services", {})
@@ -126,13 +121,9 @@ if healthcheck is not None:
     for flag in healthcheck.flags:
         name, _, value = flag.lstrip("-").partition("=")
         image_health[name.replace("-", "_")] = value
-    image_health["url"] = re.search(r"http://127\.0\.0\.1:\$\{?DDP_BRIDGE_PORT\}?(/\S*?)\"", healthcheck.original or "")
-check(bool(image_health.get("url")), "the image's HEALTHCHECK fetches a path on 127.0.0.1:${DDP_BRIDGE_PORT}")
-health_path = image_health["url"].group(1) if image_health.get("url") else None
-check(any(c.cmd == "ARG" and any(v.split("=")[0] == "GIT_COMMIT" for v in c.value) for c in commands[commands.index(stages[0]):]),
-      "the build stage takes the commit as a build argument, GIT_COMMIT")
-check(any(c.cmd == "RUN" and re.search(r"\$\{?GIT_COMMIT\}?\"? *> *\.build-commit *&& *swift build", c.value[0]) for c in commands),
-      "the Dockerfile writes GIT_COMMIT to .build-commit before swift build (read by Plugins/BuildInfo)")
+image_health_test = ["CMD", "/usr/local/bin/ddp-bridge", "probe"]
+check(healthcheck is not None and re.search(r'CMD \["/usr/local/bin/ddp-bridge", "probe"\]', healthcheck.original or "") is not None,
+      "the image's HEALTHCHECK is `ddp-bridge probe` (/healthz on DDP_BRIDGE_PORT; no curl in the image)")
 gitignore = open(".gitignore").read().split()
 check("/.build-commit" in gitignore and "/deploy/bridge.env" in gitignore, ".gitignore leaves out .build-commit and deploy/bridge.env")
 try:
@@ -157,11 +148,13 @@ for label, document in (("compose.yaml", compose), ("compose.demo.yaml", demo)):
     check(grace is not None and grace >= 30, f"{label}: stop_grace_period {service.get('stop_grace_period')} (30 s or more; the bridge's grace is 10 s)")
     health = service.get("healthcheck") or {}
     test = health.get("test") or []
-    check(test[:4] == ["CMD", "curl", "-fsS", f"http://127.0.0.1:{environment.get('DDP_BRIDGE_PORT')}{health_path}"]
+    check(test == image_health_test
           and all(str(health.get(k)) == image_health.get(k) for k in ("interval", "timeout", "start_period", "retries")),
           f"{label}: the bridge's healthcheck is the image's HEALTHCHECK ({' '.join(test[1:])})")
-    check((service.get("build") or {}).get("args", {}).get("GIT_COMMIT") == "${GIT_COMMIT:-unknown}",
-          f"{label}: the image is built with GIT_COMMIT from the environment")
+    check((service.get("build") or {}).get("context") == "..", f"{label}: the image is built from the repository's Dockerfile")
+    metrics_port = environment.get("DDP_BRIDGE_METRICS_PORT")
+    check(metrics_port is not None and not any(str(p).endswith(f":{metrics_port}") for p in service.get("ports", [])),
+          f"{label}: /metrics on DDP_BRIDGE_METRICS_PORT ({metrics_port}), not published")
 
 # The `observability` profile: the same Prometheus and Grafana in both files, wired to the shipped
 # prometheus.yml, rules, Grafana provisioning and dashboard.
@@ -193,8 +186,8 @@ for rule_file in prometheus_config.get("rule_files", []):
           f"the rule file {rule_file} is mounted beside prometheus.yml")
 jobs = {job["job_name"]: job for job in prometheus_config.get("scrape_configs", [])}
 targets = [t for c in jobs.get("ddp-bridge", {}).get("static_configs", []) for t in c.get("targets", [])]
-check(targets == [f"ddp-bridge:{bridge.get('environment', {}).get('DDP_BRIDGE_PORT')}"],
-      f"prometheus.yml's job ddp-bridge (the rules' job) scrapes the bridge's service and port ({targets})")
+check(targets == [f"ddp-bridge:{bridge.get('environment', {}).get('DDP_BRIDGE_METRICS_PORT')}"],
+      f"prometheus.yml's job ddp-bridge (the rules' job) scrapes the bridge's service on its metrics port ({targets})")
 datasources = yaml.safe_load(open("deploy/grafana/provisioning/datasources/prometheus.yml")).get("datasources", [])
 prometheus_port = str(services_.get("prometheus", {}).get("ports", ["::"])[0]).split(":")[-1]
 check([d.get("url") for d in datasources] == [f"http://prometheus:{prometheus_port}"] and datasources[0].get("isDefault") is True,

@@ -8,13 +8,14 @@
 2. Every `ddp_bridge_*` name in the dashboard's queries and the rules' exprs is collected
    (`_bucket`/`_sum`/`_count` taken back to the histogram they belong to).
 3. The bridge binary (DDP_BRIDGE_BIN, default .build/debug/ddp-bridge) runs as
-   `demo --port <free port> --public-dir none`, with a session key and a data folder it cannot
+   `demo --port <free port> --metrics-port <another> --public-dir none` (the deploy files' way:
+   /metrics only on the metrics port, 404 on the API's), with a session key and a data folder it cannot
    use (so the store fails once and its error counter appears) and a small per-address
    connection limit (so one connection is refused and that counter appears): counters with
    labels appear only once counted. Some traffic is made, /metrics is scraped, and each name
    from step 2 must be exported there.
 4. Debian's Prometheus (`prometheus`, when installed; SKIP otherwise) runs on loopback with the
-   shipped deploy/prometheus/prometheus.yml, only its target replaced by that bridge's address
+   shipped deploy/prometheus/prometheus.yml, only its target replaced by that bridge's metrics address
    (the rules file copied beside it, as the compose profile mounts it), while a thread keeps
    making traffic: the target must be up, the 20 alert rules loaded, and every query of every
    dashboard panel (Grafana's variables filled in as Grafana would: the job, every instance,
@@ -275,17 +276,17 @@ def refuse_one(port):
 
 
 def start_bridge(folder):
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     not_a_folder = os.path.join(folder, "not-a-folder")
     open(not_a_folder, "w").close()
-    argv = [BIN, "demo", "--port", str(port), "--public-dir", "none",
+    argv = [BIN, "demo", "--port", str(port), "--metrics-port", str(metrics_port), "--public-dir", "none",
             "--host", "127.0.0.1",
             "--session-key", "ab" * 32, "--data-dir", not_a_folder,
             "--max-connections-per-address", str(PER_ADDRESS),
             "--log-level", "error"]
     log = open(os.path.join(folder, "bridge.log"), "w")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    return process, port, log
+    return process, port, metrics_port, log
 
 
 def stop_bridge(process):
@@ -304,7 +305,7 @@ def scrape_bridge(folder):
     if not os.access(BIN, os.X_OK):
         check(f"the bridge binary {BIN} exists", False, "build it first, or set DDP_BRIDGE_BIN")
         return None
-    process, port, log = start_bridge(folder)
+    process, port, metrics_port, log = start_bridge(folder)
     base = f"http://127.0.0.1:{port}"
     try:
         ready, status = False, None
@@ -339,10 +340,12 @@ def scrape_bridge(folder):
         check(f"a connection past --max-connections-per-address {PER_ADDRESS} is refused", " 429 " in line + " ", line)
         time.sleep(0.5)
 
-        status, body = request(base, "GET", "/metrics")
-        check("GET /metrics answers 200", status == 200, f"status {status}")
+        status, _ = request(base, "GET", "/metrics")
+        check("GET /metrics on the API's port answers 404 (--metrics-port serves it)", status == 404, f"status {status}")
+        status, body = request(f"http://127.0.0.1:{metrics_port}", "GET", "/metrics")
+        check("GET /metrics on --metrics-port answers 200", status == 200, f"status {status}")
         if token:
-            query_through_prometheus(port, token, folder)
+            query_through_prometheus(port, metrics_port, token, folder)
         return body.decode(errors="replace") if status == 200 else None
     finally:
         stop_bridge(process)
@@ -367,7 +370,7 @@ def keep_busy(base, token, stop):
         stop.wait(0.5)
 
 
-def query_through_prometheus(bridge_port, token, folder):
+def query_through_prometheus(bridge_port, metrics_port, token, folder):
     binary = shutil.which("prometheus")
     if binary is None:
         skip("Prometheus scrapes the bridge and answers the dashboard's queries", "prometheus is not installed (apt-get install prometheus)")
@@ -380,9 +383,9 @@ def query_through_prometheus(bridge_port, token, folder):
         return
     home = os.path.join(folder, "prometheus")
     os.makedirs(home)
-    text, replaced = re.subn(r'(targets:\s*\[)"ddp-bridge:8080"(\])', rf'\g<1>"127.0.0.1:{bridge_port}"\2', text)
-    check("prometheus.yml's target replaced by the test bridge's address (nothing else changed)", replaced == 1,
-          f"ddp-bridge:8080 -> 127.0.0.1:{bridge_port}" if replaced == 1 else "no `targets: [\"ddp-bridge:8080\"]` line")
+    text, replaced = re.subn(r'(targets:\s*\[)"ddp-bridge:9091"(\])', rf'\g<1>"127.0.0.1:{metrics_port}"\2', text)
+    check("prometheus.yml's target replaced by the test bridge's metrics address (nothing else changed)", replaced == 1,
+          f"ddp-bridge:9091 -> 127.0.0.1:{metrics_port}" if replaced == 1 else "no `targets: [\"ddp-bridge:9091\"]` line")
     config = os.path.join(home, "prometheus.yml")
     with open(config, "w") as f:
         f.write(text)
@@ -424,7 +427,7 @@ def query_through_prometheus(bridge_port, token, folder):
             return [t for t in targets if t["health"] == "up" and t["labels"].get("job") == job]
 
         up = until(target_up, 2 * scrape + 15)
-        check(f"the target 127.0.0.1:{bridge_port} (job {job}) is scraped and up", bool(up),
+        check(f"the target 127.0.0.1:{metrics_port} (job {job}) is scraped and up", bool(up),
               f"after {time.monotonic() - started:.0f} s (scrape interval {scrape:.0f} s)" if up else "not up")
         groups = until(lambda: prometheus_api(port, "/api/v1/rules")["data"]["groups"], 10) or []
         loaded = [r for g in groups for r in g["rules"] if r.get("type") == "alerting"]

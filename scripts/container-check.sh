@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the ddp-bridge image from this repository's Dockerfile with podman and checks it
 # running, from outside: /healthz, /readyz with and without an upstream, the HEALTHCHECK, the
-# user it runs as, the commit it names (--version, ddp_bridge_build_info: the GIT_COMMIT build
-# argument), the console, a session and an event stream driven through it, sessions kept in the
+# user it runs as, the commit it names (--version, ddp_bridge_build_info: the packaged binary's),
+# the console built into the binary, a session and an event stream driven through it, sessions kept in the
 # data volume across containers, a clean stop on SIGTERM (timed), the image size; then
 # deploy/compose.demo.yaml with podman-compose, its session key from an env file made here: a
 # session made before `compose restart`, and before `down` and `up` (the volume kept), still
@@ -16,15 +16,12 @@
 # --no-build      check the image already tagged $IMAGE (default localhost/ddp-bridge:check)
 # --skip-compose  leave out the podman-compose part
 #
-# Base images: BUILD_IMAGE and RUNTIME_IMAGE are passed to the Dockerfile's build arguments.
-# Unset (the default), local stand-ins are made once and kept, as no image registry is
-# reachable on the machines this project is built on:
+# The image: scripts/package.sh makes the release binary here (dist/ddp-bridge), and the
+# Dockerfile puts it on RUNTIME_IMAGE. Unset (the default), a local stand-in is made once and
+# kept, as no image registry is reachable on the machines this project is built on:
 #   localhost/ddp-bridge-base:bookworm   a minimal Debian root (debootstrap --variant=minbase)
-#   localhost/ddp-bridge-swift:VERSION   a Debian root with what Swift needs to build, the
-#                                        toolchain of $SWIFT_TOOLCHAIN (/opt/swift) and the
-#                                        host's git mirrors of github.com (git config insteadOf)
-# Where a registry is reachable: BUILD_IMAGE=swift:6.3-bookworm RUNTIME_IMAGE=debian:bookworm-slim.
-# REBUILD_BASE_IMAGES=1 makes the stand-ins again.
+# Where a registry is reachable: RUNTIME_IMAGE=debian:bookworm-slim. REBUILD_BASE_IMAGES=1 makes
+# the stand-in again.
 #
 # podman runs with a containers.conf of its own (CONTAINERS_CONF, written to $STATE_DIR,
 # default /var/tmp/ddp-bridge-container): default ulimits at the host's (nofile at most 65536,
@@ -34,8 +31,7 @@
 # crun if installed, else runc, which this script installs; crun refuses cgroups in hybrid mode).
 # Containers find each other by name on the check's network: with podman's CNI backend that
 # needs the dnsname plugin, which this script installs. The output says which runtime and
-# network backend were used. The image build's folder is a cache mount
-# kept by podman (/var/tmp/buildah-cache), so a rebuild after a change compiles only that.
+# network backend were used.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -55,7 +51,6 @@ done
 
 IMAGE=${IMAGE:-localhost/ddp-bridge:check}
 STATE_DIR=${STATE_DIR:-/var/tmp/ddp-bridge-container}
-SWIFT_TOOLCHAIN=${SWIFT_TOOLCHAIN:-/opt/swift}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-5400}
 RUN_ID=ddpcheck-$$
@@ -174,32 +169,6 @@ configure_podman() { # configure_podman IMAGE
 
 # ---- Stand-in base images ------------------------------------------------------------------
 BASE_TAG=localhost/ddp-bridge-base:bookworm
-SWIFT_VERSION=$("$SWIFT_TOOLCHAIN/usr/bin/swift" --version 2>/dev/null | sed -n -E 's/.*Swift version ([0-9.]+).*/\1/p' | head -n 1)
-SWIFT_TAG=localhost/ddp-bridge-swift:${SWIFT_VERSION:-unknown}
-
-# The host's git url rewrites (url.BASE.insteadOf VALUE) whose BASE is a folder here: the
-# package mirror. The stand-in gets the same folders at the same paths and the same rewrites.
-git_mirrors() {
-    { git config --system --get-regexp '^url\..*\.insteadof$'; git config --global --get-regexp '^url\..*\.insteadof$'; } 2>/dev/null |
-        while read -r key value; do
-            base=${key#url.}
-            base=${base%.insteadof}
-            [ -d "$base" ] && printf '%s %s\n' "$base" "$value"
-        done
-}
-# A fingerprint of the toolchain and the mirrors' refs: a stand-in made from others is stale.
-swift_fingerprint() {
-    {
-        echo "$SWIFT_VERSION $SWIFT_TOOLCHAIN"
-        git_mirrors
-        git_mirrors | awk '{print $1}' | sort -u | while read -r base; do
-            find "$base" -name '*.git' -type d -prune -print | sort | while read -r repo; do
-                echo "$repo"
-                git --git-dir="$repo" for-each-ref --format='%(objectname) %(refname)'
-            done
-        done
-    } | sha256sum | cut -c1-16
-}
 
 stale() { # stale TAG FINGERPRINT: the image is missing, broken, or made from something else
     [ "${REBUILD_BASE_IMAGES:-0}" = 1 ] && return 0
@@ -263,46 +232,6 @@ make_base_image() {
     rm -rf "$root"
 }
 
-# What Swift needs to build on Debian 12: binutils (the linker), the C and C++ runtime and
-# headers (crt files, libgcc, libstdc++: C and C++ targets of the packages), the libraries
-# the toolchain's own programs load (libcurl, libxml2, libsqlite3, libedit, ncurses), git for
-# the package manager, and the project's C libraries (libssl-dev, zlib1g-dev, pkg-config).
-SWIFT_PACKAGES=binutils,libc6-dev,libgcc-12-dev,libstdc++-12-dev,libcurl4,libxml2,libsqlite3-0,libedit2,libncurses6,tzdata,git,ca-certificates,libssl-dev,zlib1g-dev,pkg-config
-
-make_swift_image() {
-    if [ ! -x "$SWIFT_TOOLCHAIN/usr/bin/swift" ]; then
-        fail "stand-in build image: no Swift toolchain at $SWIFT_TOOLCHAIN (set SWIFT_TOOLCHAIN, or BUILD_IMAGE=swift:6.3-bookworm)"
-        return
-    fi
-    local fingerprint
-    fingerprint=$(swift_fingerprint)
-    stale "$SWIFT_TAG" "$fingerprint" || { pass "stand-in build image $SWIFT_TAG (cached)"; return; }
-    local root=$STATE_DIR/rootfs-swift started=$SECONDS base value
-    rm -rf "$root"
-    if timeout 1800 debootstrap --variant=minbase --include="$SWIFT_PACKAGES" bookworm "$root" "$DEBIAN_MIRROR" \
-        >"$STATE_DIR/debootstrap-swift.log" 2>&1 && debian_sources "$root"; then
-        mkdir -p "$root$SWIFT_TOOLCHAIN"
-        cp -a "$SWIFT_TOOLCHAIN/." "$root$SWIFT_TOOLCHAIN/"
-        while read -r base value; do
-            if [ ! -d "$root$base" ]; then
-                mkdir -p "$root$base"
-                cp -a "$base/." "$root$base/"
-            fi
-            git config --file "$root/etc/gitconfig" --add "url.$base.insteadOf" "$value"
-        done < <(git_mirrors)
-        if import_root "$root" "$SWIFT_TAG" "$fingerprint" \
-            --change "ENV PATH=$SWIFT_TOOLCHAIN/usr/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; then
-            pass "stand-in build image $SWIFT_TAG made ($((SECONDS - started)) s)"
-        else
-            fail "stand-in build image $SWIFT_TAG: podman import"
-        fi
-    else
-        fail "stand-in build image $SWIFT_TAG (see $STATE_DIR/debootstrap-swift.log)"
-    fi
-    rm -rf "$root"
-}
-
-
 # ---- Helpers -------------------------------------------------------------------------------
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 status_of() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@"; }
@@ -345,11 +274,17 @@ drive_session() { # drive_session LABEL BASE
 free_gb=$(df -P -BG /var/lib/containers 2>/dev/null | awk 'NR == 2 {print $4 + 0}')
 note "disk: ${free_gb:-?} GB free for podman's storage (a first build with stand-ins takes about 15 GB)"
 if [ "$BUILD" = 1 ]; then
-    if [ -z "${RUNTIME_IMAGE:-}" ]; then
-        if [ -z "${BUILD_IMAGE:-}" ]; then make_base_image; RUNTIME_IMAGE=$BASE_TAG; else RUNTIME_IMAGE=debian:bookworm-slim; fi
+    if [ -z "${RUNTIME_IMAGE:-}" ]; then make_base_image; RUNTIME_IMAGE=$BASE_TAG; fi
+    if [ "$failures" -gt 0 ]; then echo "container check: no base image, $failures FAILED"; exit 1; fi
+    # The image holds the release package's binary: made here, on this machine, as a release is.
+    note "packaging the binary (scripts/package.sh in $CONTEXT); log: $STATE_DIR/package.log"
+    if (cd "$CONTEXT" && scripts/package.sh) >"$STATE_DIR/package.log" 2>&1; then
+        pass "scripts/package.sh ($(grep -o 'dist/ddp-bridge-[^ ]*\.tar\.gz ([^)]*)' "$STATE_DIR/package.log" | head -n 1))"
+    else
+        fail "scripts/package.sh (tail of $STATE_DIR/package.log below)"
+        tail -n 20 "$STATE_DIR/package.log" | sed 's/^/     /'
+        exit 1
     fi
-    if [ -z "${BUILD_IMAGE:-}" ]; then make_swift_image; BUILD_IMAGE=$SWIFT_TAG; fi
-    if [ "$failures" -gt 0 ]; then echo "container check: no base images, $failures FAILED"; exit 1; fi
 fi
 
 probe_image=${RUNTIME_IMAGE:-$BASE_TAG}
@@ -372,11 +307,11 @@ if [ "$GIT_COMMIT" != unknown ] && [ -n "$(git -C "$CONTEXT" status --porcelain 
     GIT_COMMIT=$GIT_COMMIT-modified
 fi
 if [ "$BUILD" = 1 ]; then
-    note "building $IMAGE from $CONTEXT (BUILD_IMAGE=$BUILD_IMAGE RUNTIME_IMAGE=$RUNTIME_IMAGE GIT_COMMIT=$GIT_COMMIT); log: $STATE_DIR/build.log"
+    note "building $IMAGE from $CONTEXT (RUNTIME_IMAGE=$RUNTIME_IMAGE, the binary of commit $GIT_COMMIT); log: $STATE_DIR/build.log"
     old_id=$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)
     started=$SECONDS
     if timeout "$BUILD_TIMEOUT" podman build --format docker --layers --runtime "$RUNTIME" \
-        --build-arg "BUILD_IMAGE=$BUILD_IMAGE" --build-arg "RUNTIME_IMAGE=$RUNTIME_IMAGE" --build-arg "GIT_COMMIT=$GIT_COMMIT" \
+        --build-arg "RUNTIME_IMAGE=$RUNTIME_IMAGE" \
         -t "$IMAGE" "$CONTEXT" >"$STATE_DIR/build.log" 2>&1; then
         pass "podman build of the Dockerfile ($((SECONDS - started)) s)"
     else
@@ -388,14 +323,6 @@ if [ "$BUILD" = 1 ]; then
     # intermediate layers stay, as the cache of the next build).
     new_id=$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)
     if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then podman rmi "$old_id" >/dev/null 2>&1; fi
-    # Build stages of this Dockerfile left untagged (each a few hundred MB over the build
-    # image): the newest is the next build's cache, older ones are removed.
-    newest=1
-    for id in $(podman images -q --filter dangling=true 2>/dev/null); do
-        podman image history --no-trunc --format '{{.CreatedBy}}' "$id" 2>/dev/null |
-            grep -q 'swift build -c release --product ddp-bridge' || continue
-        if [ "$newest" = 1 ]; then newest=0; else podman rmi "$id" >/dev/null 2>&1; fi
-    done
 elif ! podman image exists "$IMAGE"; then
     fail "no image $IMAGE to check (run without --no-build)"
     exit 1

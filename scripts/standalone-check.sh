@@ -15,6 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+set +e  # setup.sh stops at a failure; here each check goes on and is counted
 
 ROOT=${ROOT:-/var/tmp/ddp-bridge-standalone-root}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -43,6 +44,11 @@ if [ "${REBUILD_ROOT:-0}" = 1 ] || [ ! -e "$ROOT/.ddp-bridge-root" ]; then
     touch "$ROOT/.ddp-bridge-root"
 fi
 
+# A machine has /proc (the Swift runtime reads the command line from /proc/self/cmdline).
+mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc" || { echo "standalone-check: cannot mount /proc in $ROOT" >&2; exit 1; }
+unmount_proc() { umount "$ROOT/proc" 2>/dev/null || true; }
+trap unmount_proc EXIT
+
 inside() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/nonexistent "$@"; }
 
 rm -rf "$ROOT/opt/ddp-bridge-"* "$ROOT/tmp/"*
@@ -60,7 +66,7 @@ output=$(mktemp)
 # From / (no console files anywhere near), on free ports.
 chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/nonexistent sh -c "cd / && exec $bin demo --port 0 --ddp-port 0" > "$output" 2>&1 &
 demo=$!
-trap 'kill $demo 2>/dev/null; wait $demo 2>/dev/null; rm -f "$output"' EXIT
+trap 'kill $demo 2>/dev/null; wait $demo 2>/dev/null; rm -f "$output"; unmount_proc' EXIT
 bridge="" upstream=""
 for _ in $(seq 1 150); do
     bridge=$(grep -o 'ddp-bridge: *http://127.0.0.1:[0-9]*' "$output" | grep -o 'http://.*' || true)
@@ -75,9 +81,11 @@ if [ -n "$bridge" ]; then
     page=$(curl -fsS --max-time 5 "$bridge/" || true)
     echo "$page" | grep -q '<title>ddp-bridge console</title>'
     check "GET / serves the console built into the binary" $?
-    curl -fsS --max-time 5 "$bridge/js/app.js" | grep -q 'import'
+    module=$(curl -fsS --max-time 5 "$bridge/js/app.js" || true)
+    echo "$module" | grep -q '^import '
     check "GET /js/app.js serves a module of the console" $?
-    curl -fsS --max-time 5 "$bridge/openapi.yaml" | grep -q '^openapi:'
+    contract=$(curl -fsS --max-time 5 "$bridge/openapi.yaml" || true)
+    echo "$contract" | grep -q '^openapi:'
     check "GET /openapi.yaml serves the contract" $?
     curl -fsS --max-time 5 "$bridge/healthz" >/dev/null
     check "GET /healthz" $?
