@@ -119,6 +119,12 @@ scripts/contract-test.sh
 stage "MCP SDK"
 scripts/mcp-sdk-test.sh
 
+# Traces through a stand-in OpenTelemetry collector (an OTLP/HTTP receiver decoding with PyPI's
+# opentelemetry-proto): a method call's span is the child of the client's traceparent, with its
+# upstream call as its own child; a stream's span covers its opening, its token redacted (~5 s).
+stage "tracing"
+scripts/trace-test.sh
+
 # Two replicas behind HAProxy (deploy/haproxy.cfg) sharing a throwaway PostgreSQL session store,
 # the demo DDP server as the upstream: the replica serving a session is killed, then the other is
 # drained; writes with the same token go on, the stream resumes, the copy equals REST (~15 s).

@@ -51,6 +51,7 @@ public enum BridgeApplication {
             ))
         let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout, admission: admission, mcp: mcp)
         let ownOrigins = OwnOrigins(configured: configuration.publicOrigins)
+        router.middlewares.add(RequestTracing())
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(SecurityHeadersMiddleware())

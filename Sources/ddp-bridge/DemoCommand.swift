@@ -66,7 +66,7 @@ struct DemoCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded = try await LoadedSettings.load(for: Self.self, flags: flags(), presets: Self.presets)
         let settings = loaded.settings
-        let (logger, level) = loaded.startLogging()
+        let (logger, level, tracing) = try loaded.startLogging(for: Self.self)
         let server = LocalDDPServer(configuration: DemoDataSet.configuration, logger: logger)
         try await DemoDataSet.seed(server.core)
         let upstreamPort = try await listening(on: "127.0.0.1:\(ddpPort)", setBy: "--ddp-port") { try await server.start(port: ddpPort) }
@@ -99,9 +99,10 @@ struct DemoCommand: AsyncParsableCommand {
                       curl -s -G http://\(host):\(bound)/v1/collections/tasks -H "authorization: Bearer $TOKEN" --data-urlencode 'selector={"listId":"inbox"}'
                     """ + (watching ? "\nlive client (--watch): each change of the demo's tasks, as a DDP client receives it, below\n" : ""))
             })
-        var services: [any Service] = [
-            LiveSettings(sources: loaded.sources, level: level, logger: logger), application, TaskToggler(core: server.core)
-        ]
+        var services: [any Service] =
+            [tracing].compactMap { $0 } + [
+                LiveSettings(sources: loaded.sources, level: level, logger: logger), application, TaskToggler(core: server.core)
+            ]
         if watch {
             var options = WatchOptions()
             // The tasks change every 5 s, and whenever a client writes one: a line each, so the

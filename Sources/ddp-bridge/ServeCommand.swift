@@ -31,7 +31,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded = try await LoadedSettings.load(for: Self.self, flags: Settings.flags(from: arguments))
         let settings = loaded.settings
-        let (logger, level) = loaded.startLogging()
+        let (logger, level, tracing) = try loaded.startLogging(for: Self.self)
         let host = settings.host
         let (application, registry) = BridgeApplication.make(
             configuration: settings.configuration,
@@ -48,7 +48,9 @@ struct ServeCommand: AsyncParsableCommand {
         // The grace service comes last, so it hears of a shutdown first (services stop in reverse).
         let group = ServiceGroup(
             configuration: .init(
-                services: [LiveSettings(sources: loaded.sources, level: level, logger: logger), application, registry.shutdownGrace],
+                services: [tracing].compactMap { $0 } + [
+                    LiveSettings(sources: loaded.sources, level: level, logger: logger), application, registry.shutdownGrace
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await listening(on: "\(host):\(settings.port)", setBy: "--port, DDP_BRIDGE_PORT") { try await group.run() }
     }

@@ -2,6 +2,8 @@ import ArgumentParser
 import Bridge
 import Foundation
 import Logging
+import ServiceLifecycle
+import Tracing
 
 /// The settings of `serve` and `demo` from every source (``SettingsSources``): the command line,
 /// the environment, the secrets folder, the settings file, the command's presets. A bad one ends
@@ -36,9 +38,28 @@ struct LoadedSettings {
             + "  See 'ddp-bridge \(name) --help' for more information.\n"
     }
 
-    /// The process's logs at the level set, which the settings file may change while it runs.
-    func startLogging() -> (logger: Logger, level: LiveLogLevel) {
+    /// The process's logs at the level set, which the settings file may change while it runs,
+    /// and its traces when tracing is on (``TraceExport``): the service that exports them, to
+    /// run first (so it stops last, after the last span), and the log lines carry their ids.
+    func startLogging<Command: ParsableCommand>(for command: Command.Type) throws -> (logger: Logger, level: LiveLogLevel, tracing: (any Service)?) {
         let level = LiveLogLevel(Logger.Level(rawValue: settings.logLevel) ?? .info)
-        return (level.bootstrap(format: settings.logFormat), level)
+        let environment = ProcessInfo.processInfo.environment
+        var startLogger = Logger(label: "ddp-bridge")
+        startLogger.logLevel = level.level
+        let tracing: (tracer: any Tracer, service: any Service)?
+        do throws(Settings.Invalid) {
+            tracing = try TraceExport.backend(endpoint: settings.otlpEndpoint, environment: environment, logger: startLogger)
+        } catch {
+            FileHandle.standardError.write(Data(Self.refusal(error, for: command).utf8))
+            throw ExitCode.validationFailure
+        }
+        let logger = level.bootstrap(format: settings.logFormat, metadata: tracing == nil ? nil : TraceExport.loggingMetadata)
+        if let tracing {
+            InstrumentationSystem.bootstrap(tracing.tracer)
+            logger.info(
+                "traces are exported over OTLP/HTTP",
+                metadata: ["endpoint": "\(settings.otlpEndpoint ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"] ?? "")"])
+        }
+        return (logger, level, tracing?.service)
     }
 }

@@ -22,6 +22,8 @@ public struct Settings: Sendable {
     public var logFormat = "human"
     /// `--metrics-host`, applied to ``BridgeConfiguration/metricsListener`` once every setting is read.
     var metricsHost: String?
+    /// The OpenTelemetry collector traces go to (``TraceExport``); `nil`: none (unless `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    public var otlpEndpoint: String?
     /// The settings file (`--config`), read through ``SettingsSources``.
     public var configFile: String?
     /// The secrets folder (`--secrets-dir`), read through ``SettingsSources``.
@@ -504,6 +506,16 @@ public struct Settings: Sendable {
             }
             settings.configuration.sessionKey = key
         }.secret,
+        custom(
+            "otlp-endpoint",
+            "Base URL of an OpenTelemetry collector (http://collector:4318): traces go to its /v1/traces as OTLP over HTTP; off by default (OTEL_EXPORTER_OTLP_ENDPOINT turns it on too; OTEL_SERVICE_NAME and the other OTEL_ variables are honoured)",
+            show: { _ in nil }
+        ) { value, settings in
+            guard let url = URL(string: value.text), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw value.invalid(": '\(value.text)' is not a URL like http://collector:4318")
+            }
+            settings.otlpEndpoint = value.text
+        },
         custom("log-level", "trace, debug, info, notice, warning, error or critical", show: { $0.logLevel }) { value, settings in
             settings.logLevel = try value.oneOf(["trace", "debug", "info", "notice", "warning", "error", "critical"])
         },

@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import Tracing
 
 extension BridgeRoutes {
     /// `GET /v1/events`: the session's live changes as Server-Sent Events.
@@ -132,7 +133,15 @@ extension BridgeRoutes {
         guard let query = StreamQuery(query: head.path.flatMap { RequestClassifier.query(of: $0) }, headers: head.headerFields) else {
             return .route
         }
-        return door == .session ? openSessionStream(query, head, on: channel) : openPublicStream(query, head, on: channel)
+        let started = DefaultTracerClock.now
+        let opening = door == .session ? openSessionStream(query, head, on: channel) : openPublicStream(query, head, on: channel)
+        // Its span covers the opening, as a routed stream's does (``RequestTracing``).
+        switch opening {
+        case .stream: RequestTracing.opened(head, route: door == .session ? "/v1/events" : "/v1/public/events", status: .ok, at: started)
+        case .refuse(let answer, let route): RequestTracing.opened(head, route: route, status: answer.status, at: started)
+        case .route: break
+        }
+        return opening
     }
 
     /// `HEAD /v1/events`: what a `GET` would answer, checked the same way, with no stream opened

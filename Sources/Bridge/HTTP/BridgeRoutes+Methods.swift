@@ -3,6 +3,7 @@ import DDP
 import DDPClient
 import Hummingbird
 import Timing
+import Tracing
 
 extension BridgeRoutes {
     /// `POST /v1/methods/{name}`: body a JSON array of EJSON params. Answers after `result` and
@@ -45,8 +46,13 @@ extension BridgeRoutes {
         defer { registry.metrics.methodDuration.recordNanoseconds((configuration.clock.now - started).wholeNanoseconds) }
         let call = {
             do {
-                return try await session.client.call(
-                    name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
+                // A child span of the request's: the method call upstream, until its result (and `updated`).
+                return try await withSpan("ddp.method \(name)", ofKind: .client) { span in
+                    span.attributes["rpc.system"] = "ddp"
+                    span.attributes["rpc.method"] = name
+                    return try await session.client.call(
+                        name, params: params, options: MethodOptions(atMostOnce: atMostOnce), until: completion, timeout: timeout)
+                }
             } catch let error as DDPClientError where error.code == .timedOut {
                 throw BridgeError.timedOut(
                     "the method '\(name)'", after: timeout, given: given, setting: "--request-timeout", most: configuration.maxRequestTimeout)

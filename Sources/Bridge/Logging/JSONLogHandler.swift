@@ -8,14 +8,17 @@ public import Timing
 public struct JSONLogHandler: LogHandler {
     public var logLevel: Logger.Level = .info
     public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
     let label: String
     let write: @Sendable ([UInt8]) -> Void
     let clock: BridgeClock
 
     public init(
-        label: String, clock: BridgeClock = .system, write: @escaping @Sendable ([UInt8]) -> Void = { FileHandle.standardError.write(Data($0)) }
+        label: String, clock: BridgeClock = .system, metadataProvider: Logger.MetadataProvider? = nil,
+        write: @escaping @Sendable ([UInt8]) -> Void = { FileHandle.standardError.write(Data($0)) }
     ) {
         self.label = label
+        self.metadataProvider = metadataProvider
         self.clock = clock
         self.write = write
     }
@@ -35,7 +38,10 @@ public struct JSONLogHandler: LogHandler {
             "label": .string(label),
             "message": .string(message.description)
         ]
-        for (key, value) in metadata.merging(extra ?? [:], uniquingKeysWith: { $1 }).sorted(by: { $0.key < $1.key }) {
+        let provided = metadataProvider?.get() ?? [:]
+        for (key, value) in provided.merging(metadata, uniquingKeysWith: { $1 }).merging(extra ?? [:], uniquingKeysWith: { $1 })
+            .sorted(by: { $0.key < $1.key })
+        {
             object[key] = .string(value.description)
         }
         object["source"] = .string(source)

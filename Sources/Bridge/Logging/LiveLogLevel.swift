@@ -15,13 +15,17 @@ public final class LiveLogLevel: Sendable {
 
     static let levels = Logger.Level.allCases
 
-    /// Makes every logger of the process write `format` (`human` or `json`) at this level, and
-    /// returns the process logger.
-    public func bootstrap(format: String) -> Logger {
-        LoggingSystem.bootstrap { [self] label in
-            let inner: any LogHandler = format == "json" ? JSONLogHandler(label: label) : StreamLogHandler.standardError(label: label)
-            return Handler(inner: inner, level: self)
-        }
+    /// Makes every logger of the process write `format` (`human` or `json`) at this level, with
+    /// the metadata `provider` adds to each line (the trace's ids), and returns the process logger.
+    public func bootstrap(format: String, metadata provider: Logger.MetadataProvider? = nil) -> Logger {
+        LoggingSystem.bootstrap(
+            { [self] label, provider in
+                let inner: any LogHandler =
+                    format == "json"
+                    ? JSONLogHandler(label: label, metadataProvider: provider)
+                    : StreamLogHandler.standardError(label: label, metadataProvider: provider)
+                return Handler(inner: inner, level: self)
+            }, metadataProvider: provider)
         return Logger(label: "ddp-bridge")
     }
 

@@ -9,6 +9,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Timing
+import Tracing
 
 /// One user's session: exactly one upstream DDP connection shared by all its requests,
 /// its subscriptions, its login state and its document cache (the client's merged view).
@@ -422,7 +423,14 @@ public final class Session: Sendable {
             // Idempotent per id: a caller sharing a subscription a concurrent caller is still
             // starting either starts it or finds it started, in the client actor's order.
             try await client.subscribe(name, params: params, id: id, waitUntilReady: false)
-            if wait { try await client.waitUntilReady(id, timeout: timeout) }
+            if wait {
+                // A child span of the request's: the wait for the upstream's `ready`.
+                try await withSpan("ddp.subscribe \(name)", ofKind: .client) { span in
+                    span.attributes["rpc.system"] = "ddp"
+                    span.attributes["ddp.subscription"] = name
+                    try await client.waitUntilReady(id, timeout: timeout)
+                }
+            }
         } catch let error as DDPError {
             state.withLock { $0.machine.subscriptionFailed(id) }
             throw error

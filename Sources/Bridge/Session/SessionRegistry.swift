@@ -8,6 +8,7 @@ public import Logging
 import NIOCore
 public import ServiceLifecycle
 import Timing
+import Tracing
 
 /// Every session, by token hash (and by Meteor token hash for token-keyed sessions).
 /// As a `Service`, it starts each new session's upstream connection (which then runs with no
@@ -246,6 +247,11 @@ public final class SessionRegistry: Service, Sendable {
     /// from before gets a reset and a snapshot.
     private func resume(_ hash: String) async throws -> Session {
         defer { state.withLock { _ = $0.resuming.removeValue(forKey: hash) } }
+        // A child span of the (first) request that needs it: the session read back from the store.
+        return try await withSpan("session.resume", ofKind: .internal) { _ in try await resumeFromStore(hash) }
+    }
+
+    private func resumeFromStore(_ hash: String) async throws -> Session {
         guard let persistence else { throw BridgeError(.invalidSession, "Unknown session token") }
         let stored: StoredSession
         switch await persistence.load(tokenHash: hash) {
