@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # libFuzzer over the pure layers: the EJSON parser and writer (round trip), DDP message decoding
 # both ways (and applying server messages to a document cache), selector parsing and matching,
-# value ordering (sorts) and document-id decoding. Each target is compiled into one module with
-# Sources/DDP (-sanitize=fuzzer,address) and seeded with every recorded server frame and client
-# message of the transcripts. A crash stops the run with the input in .build-fuzz/ and exits 1:
+# value ordering (sorts) and document-id decoding. The targets are compiled into one binary with
+# Sources/DDP (-sanitize=fuzzer,address; FUZZ_TARGET chooses one), run as many at once as there
+# are cores, and seeded with every recorded server frame and client message of the transcripts. A crash stops the run with the input in .build-fuzz/ and exits 1:
 # make it a regression test in Tests/DDPTests.
 # The query target also compiles Sources/Bridge/HTTP/QueryString.swift (query strings and Last-Event-ID);
 # the frontdoor target QueryString.swift and RequestClassifier.swift (the front door's decision on a head).
@@ -52,21 +52,39 @@ printf 'GET /v1/public/events?subscribe=tasks&params=%%5B%%5D\nUpgrade: websocke
 summary="$out/results.md"
 echo "| target | seconds | executions | exec/s | coverage (cov) | features (ft) | corpus | crashes |" > "$summary"
 echo "|---|---|---|---|---|---|---|---|" >> "$summary"
-status=0
+targets=()
 for target in ejson messages selector query frontdoor; do
     [ -z "$only" ] || [ "$only" = "$target" ] || continue
-    binary="$out/fuzz-$target"
-    swiftc -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 -package-name fuzz -module-name "Fuzz_$target" \
-        -I Sources/CLibCrypto $sources $(case "$target" in query) echo Sources/Bridge/HTTP/QueryString.swift ;; frontdoor) echo Sources/Bridge/HTTP/QueryString.swift Sources/Bridge/HTTP/RequestClassifier.swift ;; esac) \
-        "Fuzz/targets/$target.swift" -lcrypto -o "$binary"
-    corpus="$out/corpus-$target"
-    mkdir -p "$corpus" "$out/crashes-$target"
+    targets+=("$target")
+done
+[ ${#targets[@]} -gt 0 ] || { echo "fuzz: no target named $only" >&2; exit 2; }
+# One binary for every target (FUZZ_TARGET chooses): Sources/DDP is compiled once, not per target.
+binary="$out/fuzz"
+swiftc -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 -package-name fuzz -module-name Fuzz \
+    -I Sources/CLibCrypto $sources Sources/Bridge/HTTP/QueryString.swift Sources/Bridge/HTTP/RequestClassifier.swift \
+    Fuzz/targets/*.swift -lcrypto -o "$binary"
+# A target's run, in the background; its log and corpus are its own.
+fuzz_one() {
+    local target=$1 code=0
+    mkdir -p "$out/corpus-$target" "$out/crashes-$target"
+    FUZZ_TARGET=$target nice -n 10 "$binary" "$out/corpus-$target" "$seeds" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
+        -rss_limit_mb=2048 -artifact_prefix="$out/crashes-$target/" -print_final_stats=1 > "$out/fuzz-$target.log" 2>&1 || code=$?
+    echo "$code" > "$out/fuzz-$target.code"
+}
+# As many at once as there are cores (each target is one process).
+cores=$(nproc 2>/dev/null || echo 1)
+running=0
+for target in "${targets[@]}"; do
+    fuzz_one "$target" &
+    running=$((running + 1))
+    if [ "$running" -ge "$cores" ]; then wait -n; running=$((running - 1)); fi
+done
+wait
+status=0
+for target in "${targets[@]}"; do
     log="$out/fuzz-$target.log"
-    set +e
-    nice -n 10 "$binary" "$corpus" "$seeds" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-        -artifact_prefix="$out/crashes-$target/" -print_final_stats=1 > "$log" 2>&1
-    code=$?
-    set -e
+    corpus="$out/corpus-$target"
+    code=$(cat "$out/fuzz-$target.code")
     runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo 0)
     rate=$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo 0)
     cov=$(grep -Eo 'cov: [0-9]+' "$log" | tail -n 1 | grep -Eo '[0-9]+' || echo 0)

@@ -72,7 +72,7 @@ stage "heavy Swift tests"
 DDP_BRIDGE_HEAVY_TESTS=1 bounded_swift_test 1200 .build/test-output-heavy.txt --disable-xctest --skip-build --no-parallel \
     --filter "aConsumerThatStopsReadingIsCutOffWithAReason|anAgentThatStopsReadingItsStreamIsCutWithAReason|FaultCampaignTests|MinimongoVectorTests|MinimongoVectorHTTPTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aStreamThatNeedsNothingWaitedForOpensWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops|sessionsInABackoffComeBackAsSoonAsTheUpstreamReturns"
 
-# Fuzzing, bounded: each libFuzzer target (EJSON, DDP messages, selectors, query strings, the front
+# Fuzzing, bounded (one sanitizer build for every target, two targets at a time): each libFuzzer target (EJSON, DDP messages, selectors, query strings, the front
 # door's decision on a request head) for 20 s, seeded with
 # the recorded transcripts; a crash fails the run (scripts/fuzz.sh for longer runs).
 stage "fuzzing"

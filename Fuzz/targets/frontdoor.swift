@@ -1,13 +1,12 @@
-// libFuzzer entry point, compiled by scripts/fuzz.sh into one module with Sources/DDP,
-// Sources/Bridge/HTTP/QueryString.swift and Sources/Bridge/HTTP/RequestClassifier.swift.
+// A fuzz target (`frontdoor`), compiled with the others into one binary by scripts/fuzz.sh (entry.swift
+// calls the one FUZZ_TARGET names).
 
 /// Any bytes as a request head (a request line, then `Name: value` lines): the front door's
 /// decision never traps, is the same each time, and keeps its rules: a probe or a stream only
 /// for a plain `GET` (no body, no Origin, no upgrade) that does not ask to close; a stream's
 /// target within its bound with every parameter decodable; a refusal names the problem its
 /// target has; the router's request goes with a verb the router knows.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzFrontDoor(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     var lines = text.split(separator: "\n", omittingEmptySubsequences: false).makeIterator()
     let requestLine = (lines.next() ?? "").split(separator: " ", maxSplits: 1)

@@ -1,9 +1,9 @@
-// libFuzzer entry point, compiled into one module with Sources/DDP by scripts/fuzz.sh.
+// A fuzz target (`messages`), compiled with the others into one binary with Sources/DDP by scripts/fuzz.sh
+// (entry.swift calls the one FUZZ_TARGET names).
 
 /// Any bytes as a DDP message in either direction: decoded or refused, never a trap; a decoded
 /// client message encodes and decodes again; a server message applies to a document cache.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzMessages(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard let value = try? EJSONParser.parse(UnsafeBufferPointer(start: data, count: size)) else { return 0 }
     if let message = try? ServerMessage.decode(value) {
         _ = String(describing: message)

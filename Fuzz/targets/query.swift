@@ -1,12 +1,11 @@
-// libFuzzer entry point, compiled by scripts/fuzz.sh into one module with Sources/DDP and
-// Sources/Bridge/HTTP/QueryString.swift.
+// A fuzz target (`query`), compiled with the others into one binary by scripts/fuzz.sh (entry.swift
+// calls the one FUZZ_TARGET names).
 
 /// Any bytes as a query string (and as a `Last-Event-ID`): checking, reading and decoding
 /// parameters never trap; a query that passes the check has every parameter decodable; the
 /// `selector` and `sort` values are parsed as the collection route parses them (EJSON, then a
 /// selector matched against a document).
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzQuery(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let query = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     let bad = QueryString.firstUndecodableParameter(query)
     for name in ["selector", "sort", "fields", "skip", "limit", "lastEventId", "snapshot", "token"] {

@@ -1,10 +1,10 @@
-// libFuzzer entry point, compiled into one module with Sources/DDP by scripts/fuzz.sh.
+// A fuzz target (`selector`), compiled with the others into one binary with Sources/DDP by scripts/fuzz.sh
+// (entry.swift calls the one FUZZ_TARGET names).
 
 /// Any bytes as `[selector, document, sort, fields, …]`: compiling the selector, the sort and the
 /// projection, matching, taking sort keys, projecting, ordering values (sorts) and document-id
 /// decoding never trap.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+func fuzzSelector(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard let value = try? EJSONParser.parse(UnsafeBufferPointer(start: data, count: size)) else { return 0 }
     let items = value.arrayValue ?? [value]
     let document = items.dropFirst().first?.objectValue ?? [:]

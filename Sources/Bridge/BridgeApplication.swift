@@ -12,22 +12,23 @@ public enum BridgeApplication {
 
     public static func make(
         configuration: BridgeConfiguration,
+        runtime: BridgeRuntime = BridgeRuntime(),
         http: ApplicationConfiguration,
         logger: Logger,
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in },
         onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> (application: Application<RouterResponder<BridgeRequestContext>>, registry: SessionRegistry) {
-        let registry = SessionRegistry(configuration: configuration, logger: logger)
+        let registry = SessionRegistry(configuration: configuration, runtime: runtime, logger: logger)
         // The commonest slip: the app's own address, without the path Meteor serves DDP at.
         if let suggested = UpstreamFailure.websocketURL(suggestedFor: configuration.upstream) {
             logger.notice(
                 "the upstream URL's path is not /websocket, where Meteor serves DDP",
                 metadata: ["upstream": "\(configuration.upstream)", "suggested": "\(suggested)"])
         }
-        let probe = ReadinessProbe(configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
+        let probe = ReadinessProbe(configuration: configuration, runtime: runtime, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
         let fanout = PublicFanout(
-            configuration: configuration, logger: logger, metrics: registry.metrics, pacer: registry.pacer, budget: registry.budget,
+            configuration: configuration, runtime: runtime, logger: logger, metrics: registry.metrics, pacer: registry.pacer, budget: registry.budget,
             streams: registry.liveStreams)
         // The soft open-file limit (often 1024) up to the hard one, before the connection limit is derived from it.
         let files = ConnectionAdmission.raiseOpenFileLimit()
@@ -55,7 +56,7 @@ public enum BridgeApplication {
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(SecurityHeadersMiddleware())
-        router.middlewares.add(ErrorShapeMiddleware(clock: configuration.clock))
+        router.middlewares.add(ErrorShapeMiddleware(clock: runtime.clock))
         router.middlewares.add(RequestHygieneMiddleware(configuration: configuration, own: ownOrigins))
         if let console = ConsoleFiles.middleware(configuration.console, logger: logger) {
             // Innermost: a path no route takes is looked up among the console's files.
@@ -68,7 +69,7 @@ public enum BridgeApplication {
         // Every request is decided by the front door on its connection's event loop (probes and
         // streams answered there); the rest run as tasks of the request runner, through the router.
         let metrics = registry.metrics
-        let date = HTTPDate(clock: configuration.clock)
+        let date = HTTPDate(clock: runtime.clock)
         let runner = RequestRunner(responder: router.buildResponder(), date: date, serverName: http.serverName, logger: logger)
         let rooms = FrontDoor.Rooms(
             answer: routes.probeAnswer, openStream: routes.openStreamOnLoop, route: runner.submit,
@@ -92,14 +93,14 @@ public enum BridgeApplication {
             await onServerRunning(channel)
         }
         // How late the event loops run what is due on them (the metric that says nothing holds them).
-        let lateness = EventLoopLateness(group: configuration.eventLoopGroup, factory: metrics.factory, logger: logger)
+        let lateness = EventLoopLateness(group: runtime.eventLoopGroup, factory: metrics.factory, logger: logger)
         var services: [any Service] = [registry, fanout, probe, lateness, runner]
         if let listener = configuration.metricsListener {
             services.append(routes.metricsApplication(listener, logger: logger, onRunning: onMetricsListening))
         }
         let application = Application(
             router: router, server: server, configuration: http, services: services, onServerRunning: running,
-            eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)
+            eventLoopGroupProvider: .shared(runtime.eventLoopGroup), logger: logger)
         return (application, registry)
     }
 }

@@ -30,6 +30,7 @@ struct BridgeHarness: Sendable {
     static func run(
         upstreamURL: String? = nil,
         configure: @Sendable (inout BridgeConfiguration) -> Void = { _ in },
+        runtime: BridgeRuntime = BridgeRuntime(),
         logger custom: Logger? = nil,
         _ body: @Sendable (BridgeHarness) async throws -> Void
     ) async throws {
@@ -48,7 +49,7 @@ struct BridgeHarness: Sendable {
         if custom == nil { logger.logLevel = .warning }
         let (metricsPorts, listening) = AsyncStream.makeStream(of: Int.self)
         let (application, registry) = BridgeApplication.make(
-            configuration: configuration, http: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)), logger: logger,
+            configuration: configuration, runtime: runtime, http: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)), logger: logger,
             onMetricsListening: { listening.yield($0) })
         do {
             try await application.test(.live) { client in

@@ -263,10 +263,10 @@ import Testing
 /// whoever's session it is, live queries too; a loop with no stream left loses its feed.
 @Suite struct LoopFeedPlacementTests {
     static func session(_ owner: Session.Owner, loop: EmbeddedEventLoop) -> Session {
-        var configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:9/websocket")
-        configuration.eventLoopGroup = loop
+        let configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:9/websocket")
         return Session(
-            owner: owner, configuration: configuration, logger: Logger(label: "test"), metrics: BridgeMetrics(),
+            owner: owner, configuration: configuration, runtime: BridgeRuntime(eventLoopGroup: loop), logger: Logger(label: "test"),
+            metrics: BridgeMetrics(),
             budget: MemoryBudget(configuration: configuration))
     }
 

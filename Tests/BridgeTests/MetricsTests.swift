@@ -110,7 +110,7 @@ import Testing
     /// whose thread sleeps for 300 ms (as on a lock) is as late, and that shows as blocked.
     @Test func aLoopHeldByWorkShowsInTheLatenessMetric() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        try await BridgeHarness.run(configure: { $0.eventLoopGroup = group }) { h in
+        try await BridgeHarness.run(runtime: BridgeRuntime(eventLoopGroup: group)) { h in
             let before = metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_event_loop_lateness_max_seconds") ?? -1
             #expect(before >= 0 && before < 0.3, "the largest lateness before the loop was held: \(before)")
             let loop = group.next()

@@ -23,10 +23,7 @@ import Timing
         // A stall timeout no other timer of the bridge has, on a clock the test moves.
         let stall = Duration.milliseconds(730)
         let time = BridgeClock.driven()
-        try await BridgeHarness.run(configure: {
-            $0.streamStallTimeout = stall
-            $0.clock = time
-        }) { h in
+        try await BridgeHarness.run(configure: { $0.streamStallTimeout = stall }, runtime: BridgeRuntime(clock: time)) { h in
             let (token, _) = try await h.session()
             let port = try #require(h.client.port)
             // The id of the first event of a 10,000-event log (~1.2 MB of frames).

@@ -149,10 +149,7 @@ import Timing
 
     @Test func idleSessionsExpireWithAClearReason() async throws {
         let time = BridgeClock.driven()
-        try await BridgeHarness.run(configure: {
-            $0.sessionIdleTimeout = .seconds(600)
-            $0.clock = time
-        }) { h in
+        try await BridgeHarness.run(configure: { $0.sessionIdleTimeout = .seconds(600) }, runtime: BridgeRuntime(clock: time)) { h in
             let (token, _) = try await h.session()
             // The driven clock flows with real time too: 10 s short of the timeout, so a loaded
             // machine's seconds between the session's last use and the sweep do not expire it.

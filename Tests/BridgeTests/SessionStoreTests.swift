@@ -629,8 +629,8 @@ import Timing
                     configure: {
                         storing(&$0)
                         $0.storeCheckInterval = .milliseconds(100)
-                        $0.clock = time
-                    }
+                    },
+                    runtime: BridgeRuntime(clock: time)
                 ) { b in
                     let (token, _) = try await a.session(#"{"username":"alice","password":"secret"}"#)
                     #expect(try await b.request(.get, "/v1/session", token: token).status == .ok, "B resumes it from the store")

@@ -268,10 +268,8 @@ import Timing
         let time = BridgeClock.driven()
         try await BridgeHarness.run(
             upstreamURL: upstream.url,
-            configure: {
-                $0.sessionIdleTimeout = .seconds(60)
-                $0.clock = time
-            }
+            configure: { $0.sessionIdleTimeout = .seconds(60) },
+            runtime: BridgeRuntime(clock: time)
         ) { bridge in
             var tokens: [String] = []
             for _ in 0..<5 { tokens.append(try await bridge.session(#"{"username":"ann","password":"secret"}"#).token) }

@@ -4,18 +4,32 @@ public import NIOCore
 import NIOPosix
 public import Timing
 
-/// Every setting of the bridge, with production defaults.
-public struct BridgeConfiguration: Sendable {
-    /// The one clock of the bridge: instants, timers and sleeps (not a setting: tests pass a
-    /// driven clock they move).
-    public var clock: BridgeClock = .system
+/// What the bridge runs on, as opposed to what it is set to: given to the application beside
+/// its configuration (``BridgeApplication/make(configuration:runtime:http:logger:onServerRunning:onMetricsListening:)``),
+/// as Hummingbird's `Application` takes its event loop group and logger.
+public struct BridgeRuntime: Sendable {
+    /// The one clock of the bridge: instants, timers and sleeps (tests pass a driven clock they move).
+    public var clock: BridgeClock
     /// The event loops the bridge runs on: its HTTP server, every upstream connection (a
-    /// session's client and its timers share one loop), the store's timers. Not a setting.
-    public var eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    /// session's client and its timers share one loop), the store's timers.
+    public var eventLoopGroup: any EventLoopGroup
     /// Where every upstream connection of the bridge (sessions, the public pool, the readiness
     /// probe) reports why it failed: one warning per change of cause, not one per attempt and
-    /// per session. Not a setting.
-    public var upstreamFailureLog = UpstreamFailureLog()
+    /// per session.
+    public var upstreamFailureLog: UpstreamFailureLog
+
+    public init(
+        clock: BridgeClock = .system, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        upstreamFailureLog: UpstreamFailureLog = UpstreamFailureLog()
+    ) {
+        self.clock = clock
+        self.eventLoopGroup = eventLoopGroup
+        self.upstreamFailureLog = upstreamFailureLog
+    }
+}
+
+/// Every setting of the bridge, with production defaults: values only.
+public struct BridgeConfiguration: Sendable {
     /// The upstream Meteor app: `ws://host:port/websocket` or `wss://…`. Fixed by the operator.
     public var upstream: String
     public var upstreamTLS: DDPClientOptions.TLS

@@ -38,7 +38,7 @@ extension BridgeRoutes {
         // The scan runs outside the actor.
         let collection = await session.client.collection(name, indexing: query.fieldToIndex.map { [$0] } ?? [])
         let (documents, count) = try await query.run(
-            on: collection, budget: QueryBudget(time: configuration.queryTimeBudget, clock: configuration.clock))
+            on: collection, budget: QueryBudget(time: configuration.queryTimeBudget, clock: runtime.clock))
         // An empty answer says whether it means anything: a collection the session holds no
         // document of (a typo, or nothing subscribed yet) is named as such.
         var absent: AbsentCollection?

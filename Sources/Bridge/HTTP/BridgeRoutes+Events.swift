@@ -106,7 +106,7 @@ extension BridgeRoutes {
     func makeStream(_ filter: StreamFilter, counters: StreamCounters, on loop: any EventLoop) -> EventStream {
         EventStream(
             filter: filter, limit: configuration.streamBufferLimit, loop: loop, stallTimeout: configuration.streamStallTimeout,
-            clock: configuration.clock, counters: counters)
+            clock: runtime.clock, counters: counters)
     }
 
     /// An event stream opened on the loop: counted until its connection closes, whose close ends

@@ -51,7 +51,7 @@ extension BridgeRoutes {
         }
         let entry: MCPSessions.Entry
         do {
-            entry = try mcp.use(sessionID, owner: owner, now: configuration.clock.now)
+            entry = try mcp.use(sessionID, owner: owner, now: runtime.clock.now)
         } catch {
             // Another credential's session is answered as an unknown one: it does not exist for it.
             return Self.mcpFault(
@@ -148,7 +148,7 @@ extension BridgeRoutes {
         }
         let entry: MCPSessions.Entry
         do {
-            entry = try mcp.use(sessionID, owner: SessionToken.hash(credential.token), now: configuration.clock.now)
+            entry = try mcp.use(sessionID, owner: SessionToken.hash(credential.token), now: runtime.clock.now)
         } catch {
             throw BridgeError.notFound("No MCP session \(sessionID) for this credential: send initialize again")
         }
@@ -175,7 +175,7 @@ extension BridgeRoutes {
         let address = RequestInput.clientKey(request, context, configuration: configuration)
         let sessionID: String
         do {
-            sessionID = try mcp.open(owner: owner, address: address, version: version, now: configuration.clock.now)
+            sessionID = try mcp.open(owner: owner, address: address, version: version, now: runtime.clock.now)
         } catch MCPSessions.Refusal.tooMany(let perAddress) {
             throw perAddress
                 ? BridgeError(

@@ -42,8 +42,8 @@ extension BridgeRoutes {
     ) async throws -> EJSON? {
         if ["login", "createUser"].contains(name) { try Self.refuseLoginIfKeyed(session) }
         try await session.waitUntilConnected(timeout: min(timeout, configuration.connectTimeout))
-        let started = configuration.clock.now
-        defer { registry.metrics.methodDuration.recordNanoseconds((configuration.clock.now - started).wholeNanoseconds) }
+        let started = runtime.clock.now
+        defer { registry.metrics.methodDuration.recordNanoseconds((runtime.clock.now - started).wholeNanoseconds) }
         let call = {
             do {
                 // A child span of the request's: the method call upstream, until its result (and `updated`).

@@ -150,7 +150,7 @@ extension BridgeRoutes {
         defer { fanout.release(session, id) }
         let collection = await session.client.collection(collectionName, indexing: query.fieldToIndex.map { [$0] } ?? [])
         let (documents, count) = try await query.run(
-            on: collection, budget: QueryBudget(time: configuration.queryTimeBudget, clock: configuration.clock))
+            on: collection, budget: QueryBudget(time: configuration.queryTimeBudget, clock: runtime.clock))
         var absent: AbsentCollection?
         if collection == nil {
             // The names leave the actor as they are; they are sorted outside it, off its loop.

@@ -13,6 +13,7 @@ struct BridgeRoutes: Sendable {
     let admission: ConnectionAdmission
     let mcp: MCPSessions
     var configuration: BridgeConfiguration { registry.configuration }
+    var runtime: BridgeRuntime { registry.runtime }
 
     typealias Handler = @Sendable (Request, BridgeRequestContext) async throws -> Response
 
@@ -79,7 +80,7 @@ struct BridgeRoutes: Sendable {
                 logger.info("metrics served apart from the API", metadata: ["address": "http://\(address):\(port)/metrics"])
                 await onRunning(port)
             },
-            eventLoopGroupProvider: .shared(configuration.eventLoopGroup), logger: logger)
+            eventLoopGroupProvider: .shared(runtime.eventLoopGroup), logger: logger)
     }
 
     /// The HTTP contract this build serves (openapi.yaml, and the same as JSON), as built in.

@@ -57,10 +57,12 @@ public final class PublicFanout: Service, Sendable {
     private let starter: AsyncStream<Session>.Continuation
 
     init(
-        configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer, budget: MemoryBudget,
+        configuration: BridgeConfiguration, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer,
+        budget: MemoryBudget,
         streams: LiveStreams
     ) {
         self.budget = budget
+        self.runtime = runtime
         self.streams = streams
         publications = configuration.publicPublications
         var pool = configuration
@@ -78,6 +80,7 @@ public final class PublicFanout: Service, Sendable {
     }
 
     var configuration: BridgeConfiguration { poolConfiguration }
+    let runtime: BridgeRuntime
 
     // MARK: - Readers
 
@@ -204,7 +207,8 @@ public final class PublicFanout: Service, Sendable {
                 session = state.connections[unused]
             } else if state.connections.count < configuration.publicConnections {
                 session = Session(
-                    owner: .publicPool, configuration: poolConfiguration, logger: logger, metrics: metrics, budget: budget, pacer: pacer)
+                    owner: .publicPool, configuration: poolConfiguration, runtime: runtime, logger: logger, metrics: metrics, budget: budget,
+                    pacer: pacer)
                 state.connections.append(session)
                 starter.yield(session)
                 logger.info("public upstream connection opened", metadata: ["ddp.session": .string(session.id)])
@@ -295,7 +299,7 @@ public final class PublicFanout: Service, Sendable {
     /// Stops upstream the subscriptions whose linger is over, at the configuration's clock's time
     /// (tests that move the clock call it rather than wait for the sweep).
     func releaseLingering() async {
-        let now = configuration.clock.now
+        let now = runtime.clock.now
         let all = state.withLock { $0.connections }
         for session in all { await session.releaseLingering(now: now) }
         forgetStopped()
@@ -323,7 +327,7 @@ public final class PublicFanout: Service, Sendable {
         let step = max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2, configuration.heartbeatInterval))
         var sinceHeartbeat = Duration.zero
         while !Task.isCancelled {
-            try? await configuration.clock.sleep(for: step, on: configuration.eventLoopGroup.any())
+            try? await runtime.clock.sleep(for: step, on: runtime.eventLoopGroup.any())
             await releaseLingering()
             let all = state.withLock { $0.connections }
             sinceHeartbeat += step

@@ -10,8 +10,8 @@ extension Session {
     /// the caller, outside the lock). `onlyIfChanged`: `nil` unless something changed since the last
     /// save, or the idle deadline moved by more than `slack`.
     func storeRecord(onlyIfChanged: Bool = false, slack: Duration = .zero) -> (record: StoredSession, loginToken: String?)? {
-        let now = configuration.clock.now
-        let wallClock = configuration.clock.wallClock
+        let now = runtime.clock.now
+        let wallClock = runtime.clock.wallClock
         let idle = configuration.sessionIdleTimeout
         guard let user,
             let next = state.withLock({
@@ -28,7 +28,7 @@ extension Session {
     /// `true` when the store was last asked about this session `interval` ago or more (and
     /// marks it asked now): one caller checks, the others go on.
     func claimStoreCheck(every interval: Duration) -> Bool {
-        let now = configuration.clock.now
+        let now = runtime.clock.now
         return state.withLock { $0.machine.claimStoreCheck(every: interval, now: now) }
     }
 

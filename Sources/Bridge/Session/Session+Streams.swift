@@ -39,7 +39,7 @@ extension Session {
         // the log and the cache agree, and the stream is registered before the next event.
         await client.withCache { cache in
             state.withLock { state in
-                Session.flush(&state, now: configuration.clock.now)
+                Session.flush(&state, now: runtime.clock.now)
                 let log = state.machine.log
                 let lastID = log.lastID
                 let filter = stream.filter
@@ -73,7 +73,7 @@ extension Session {
     func attachFromLog(_ stream: EventStream, start: StreamStart) -> Bool {
         guard Self.mayAttachFromLog(stream.filter, start: start) else { return false }
         return state.withLock { state in
-            Session.flush(&state, now: configuration.clock.now)
+            Session.flush(&state, now: runtime.clock.now)
             let log = state.machine.log
             var prelude: StreamPrelude?
             switch start {
@@ -137,7 +137,7 @@ extension Session {
             }
         }
         return SnapshotWalk(
-            collections: collections, filter: filter, emits: emits, limit: configuration.queryTimeBudget, clock: configuration.clock)
+            collections: collections, filter: filter, emits: emits, limit: configuration.queryTimeBudget, clock: runtime.clock)
     }
 
     /// `reset`, `added` for each matching document, then the `snapshot` marker — produced as the
@@ -156,7 +156,7 @@ extension Session {
     /// no cursor: none, and the current one.
     func changes(after cursor: UInt64?, maxBytes: Int) -> (events: [SessionEvent], cursor: UInt64, more: Bool)? {
         state.withLock { state in
-            Session.flush(&state, now: configuration.clock.now)
+            Session.flush(&state, now: runtime.clock.now)
             let log = state.machine.log
             guard let cursor else { return ([], log.lastID, false) }
             guard let events = log.events(after: cursor, through: log.lastID, maxBytes: maxBytes) else { return nil }
@@ -169,7 +169,7 @@ extension Session {
     /// that starts `.resume(after:)` it gets everything that happens in the session from now on.
     func logPosition() -> UInt64 {
         state.withLock { state in
-            Session.flush(&state, now: configuration.clock.now)
+            Session.flush(&state, now: runtime.clock.now)
             return state.machine.log.lastID
         }
     }
@@ -184,7 +184,7 @@ extension Session {
             if let held = state.feeds[loop], held.feed === entry.feed {
                 state.feeds[loop] = held.members > 1 ? (entry.feed, held.members - 1) : nil
             }
-            state.machine.streamDetached(now: configuration.clock.now)
+            state.machine.streamDetached(now: runtime.clock.now)
         }
     }
 

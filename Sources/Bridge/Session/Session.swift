@@ -68,6 +68,7 @@ public final class Session: Sendable {
     public let client: DDPClient
     public let createdAt: Date
     let configuration: BridgeConfiguration
+    let runtime: BridgeRuntime
     let state: LockedState<State>
     let logger: Logger
 
@@ -77,9 +78,10 @@ public final class Session: Sendable {
     let account: BudgetAccount
 
     init(
-        owner: Owner, configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics, budget: MemoryBudget,
+        owner: Owner, configuration: BridgeConfiguration, runtime: BridgeRuntime, logger: Logger, metrics: BridgeMetrics, budget: MemoryBudget,
         pacer: ReconnectPacer = .unlimited, createdAt: Date? = nil
     ) {
+        self.runtime = runtime
         self.budget = budget
         let id = String(MeteorRandom.id().prefix(8))
         var logger = logger
@@ -87,14 +89,14 @@ public final class Session: Sendable {
         self.id = id
         self.owner = owner
         // To the millisecond, as a store keeps it: the session reports the same instant after a restart.
-        self.createdAt = Date(timeIntervalSince1970: Double(StoredSession.milliseconds(createdAt ?? configuration.clock.wallClock)) / 1000)
+        self.createdAt = Date(timeIntervalSince1970: Double(StoredSession.milliseconds(createdAt ?? runtime.clock.wallClock)) / 1000)
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
         let pipeline = EventPipeline(
             window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes,
             firstEventID: EventLog.randomFirstID())
-        let state = LockedState(State(machine: SessionStateMachine(pipeline: pipeline, now: configuration.clock.now)))
+        let state = LockedState(State(machine: SessionStateMachine(pipeline: pipeline, now: runtime.clock.now)))
         self.state = state
         // A session never goes on without its login: a refused resume closes the connection.
         var protocolConfiguration = configuration.ddp
@@ -102,7 +104,7 @@ public final class Session: Sendable {
         var options = DDPClientOptions(
             url: configuration.upstream, protocolConfiguration: protocolConfiguration, tls: configuration.upstreamTLS,
             compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer,
-            failureLog: configuration.upstreamFailureLog, clock: configuration.clock)
+            failureLog: runtime.upstreamFailureLog, clock: runtime.clock)
         // The public fan-out's anonymous connections stand for no one address.
         let user: UserIdentity? = if case .user(let user) = owner { user } else { nil }
         if let user { options.handshakeHeaders[.init("X-Forwarded-For")!] = user.address }
@@ -110,8 +112,8 @@ public final class Session: Sendable {
         self.account = account
         self.client = DDPClient(
             options: options, logger: logger,
-            events: Events(state: state, metrics: metrics, budget: budget, account: account, clock: configuration.clock),
-            eventLoop: configuration.eventLoopGroup.any())
+            events: Events(state: state, metrics: metrics, budget: budget, account: account, clock: runtime.clock),
+            eventLoop: runtime.eventLoopGroup.any())
     }
 
     /// Starts the upstream connection; it runs until the session closes, with no task (its
@@ -225,7 +227,7 @@ public final class Session: Sendable {
     // MARK: - Activity
 
     func touch() {
-        let now = configuration.clock.now
+        let now = runtime.clock.now
         state.withLock { $0.machine.touch(now: now) }
     }
 
@@ -268,7 +270,7 @@ public final class Session: Sendable {
             return state.nextWaiter
         }
         do {
-            try await withDeadline(timeout, clock: configuration.clock, on: client.eventLoop) { continuation in
+            try await withDeadline(timeout, clock: runtime.clock, on: client.eventLoop) { continuation in
                 self.state.withLock { state in
                     switch state.machine.connectionWait {
                     case .ready: continuation.resume()
@@ -280,7 +282,7 @@ public final class Session: Sendable {
                     }
                 }
             } end: { end in
-                let elsewhere = self.configuration.upstreamFailureLog.failure
+                let elsewhere = self.runtime.upstreamFailureLog.failure
                 let (waiter, unreachable) = self.state.withLock {
                     ($0.connectionWaiters.removeValue(forKey: number), $0.machine.unreachable(elsewhere: elsewhere))
                 }
@@ -441,7 +443,7 @@ public final class Session: Sendable {
         } catch {
             // Timed out or cancelled: this caller's reference goes; the subscription lingers
             // for others and is stopped upstream when nobody holds it.
-            let now = configuration.clock.now
+            let now = runtime.clock.now
             state.withLock { _ = $0.machine.releaseSubscription(id, lingeringUntil: now, transient: transient) }
             throw error
         }
@@ -454,12 +456,12 @@ public final class Session: Sendable {
 
     /// Drops a reference to a subscription; `false` when there is no such subscription.
     func unsubscribe(_ id: String, transient: Bool = false) -> Bool {
-        let deadline = configuration.clock.now + configuration.subscriptionLinger
+        let deadline = runtime.clock.now + configuration.subscriptionLinger
         return state.withLock { $0.machine.releaseSubscription(id, lingeringUntil: deadline, transient: transient) }
     }
 
     func unsubscribe(named name: String) -> Int {
-        let deadline = configuration.clock.now + configuration.subscriptionLinger
+        let deadline = runtime.clock.now + configuration.subscriptionLinger
         return state.withLock { $0.machine.releaseSubscriptions(named: name, lingeringUntil: deadline) }
     }
 

@@ -58,6 +58,7 @@ public final class SessionRegistry: Service, Sendable {
     }
 
     let configuration: BridgeConfiguration
+    let runtime: BridgeRuntime
     let logger: Logger
     let metrics: BridgeMetrics
     /// Every event stream its connection's event loop writes (session and public ones alike).
@@ -78,20 +79,23 @@ public final class SessionRegistry: Service, Sendable {
     private let shutdownBell: AsyncStream<Void>.Continuation
     static let endedMemory = 10_000
     /// Where the registry's own timers (the sweep, heartbeats, the shutdown grace) run.
-    private var loop: any EventLoop { configuration.eventLoopGroup.any() }
+    private var loop: any EventLoop { runtime.eventLoopGroup.any() }
 
-    public init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics = BridgeMetrics()) {
+    public init(
+        configuration: BridgeConfiguration, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics = BridgeMetrics()
+    ) {
         self.configuration = configuration
+        self.runtime = runtime
         self.logger = logger
         self.metrics = metrics
-        self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst, clock: configuration.clock)
+        self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst, clock: runtime.clock)
         self.budget = MemoryBudget(configuration: configuration)
-        self.liveStreams = LiveStreams(clock: configuration.clock)
+        self.liveStreams = LiveStreams(clock: runtime.clock)
         if let key = configuration.sessionKey, configuration.sessionStore != .memory {
             persistence = SessionPersistence(
                 choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, timeout: configuration.storeTimeout,
-                clock: configuration.clock, logger: logger, metrics: metrics,
-                eventLoopGroup: configuration.eventLoopGroup)
+                clock: runtime.clock, logger: logger, metrics: metrics,
+                eventLoopGroup: runtime.eventLoopGroup)
         } else {
             persistence = nil
         }
@@ -120,7 +124,8 @@ public final class SessionRegistry: Service, Sendable {
         let user = Session.UserIdentity(
             tokenHash: hash, address: clientAddress, key: configuration.clientKey(clientAddress), meteorKey: meteorKey,
             persistent: persistence != nil && meteorKey == nil)
-        let session = Session(owner: .user(user), configuration: configuration, logger: logger, metrics: metrics, budget: budget, pacer: pacer)
+        let session = Session(
+            owner: .user(user), configuration: configuration, runtime: runtime, logger: logger, metrics: metrics, budget: budget, pacer: pacer)
         try admit(session, as: user)
         logger.info("session created", metadata: ["ddp.session": .string(session.id)])
         return (session, token)
@@ -263,7 +268,7 @@ public final class SessionRegistry: Service, Sendable {
         case .found(let record): stored = record
         }
         if let reason = stored.ended { throw Self.expired(reason) }
-        guard stored.expiresAt > StoredSession.milliseconds(configuration.clock.wallClock) else {
+        guard stored.expiresAt > StoredSession.milliseconds(runtime.clock.wallClock) else {
             throw Self.expired("idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s")
         }
         guard let loginToken = persistence.loginToken(of: stored) else {
@@ -280,7 +285,7 @@ public final class SessionRegistry: Service, Sendable {
         let user = Session.UserIdentity(
             tokenHash: hash, address: stored.clientAddress, key: configuration.clientKey(stored.clientAddress), meteorKey: nil, persistent: true)
         let session = Session(
-            owner: .user(user), configuration: configuration, logger: logger, metrics: metrics, budget: budget, pacer: pacer,
+            owner: .user(user), configuration: configuration, runtime: runtime, logger: logger, metrics: metrics, budget: budget, pacer: pacer,
             createdAt: Date(timeIntervalSince1970: Double(stored.createdAt) / 1000))
         session.adopt(stored)
         try admit(session, as: user)
@@ -340,24 +345,24 @@ public final class SessionRegistry: Service, Sendable {
     func wasRefused(meteorKey: String) -> Bool {
         state.withLock { state in
             guard let when = state.refusedMeteorKeys[meteorKey] else { return false }
-            return configuration.clock.now - when < Self.refusedMemory
+            return runtime.clock.now - when < Self.refusedMemory
         }
     }
 
     func rememberRefused(meteorKey: String) {
         state.withLock { state in
             if state.refusedMeteorKeys.count >= Self.endedMemory {
-                let now = configuration.clock.now
+                let now = runtime.clock.now
                 state.refusedMeteorKeys = state.refusedMeteorKeys.filter { now - $0.value < Self.refusedMemory }
                 if state.refusedMeteorKeys.count >= Self.endedMemory { state.refusedMeteorKeys.removeAll() }
             }
-            state.refusedMeteorKeys[meteorKey] = configuration.clock.now
+            state.refusedMeteorKeys[meteorKey] = runtime.clock.now
         }
     }
 
     /// Counts a session creation for a client; 429 when over the (loose) limit.
     func checkSessionRate(_ client: ClientKey) throws(BridgeError) {
-        if let wait = state.withLock({ $0.creations.take(client, now: configuration.clock.now) }) {
+        if let wait = state.withLock({ $0.creations.take(client, now: runtime.clock.now) }) {
             throw Self.tooMany("Too many new sessions from this address; wait before trying again", wait: wait)
         }
     }
@@ -366,13 +371,13 @@ public final class SessionRegistry: Service, Sendable {
     /// token-keyed sessions). Refused at once with 429 while the address is over its limit of
     /// failed logins; a login the upstream refuses counts as a failure.
     func login<T: Sendable>(from client: ClientKey, _ attempt: () async throws -> T) async throws -> T {
-        if let wait = state.withLock({ $0.logins.wait(client, now: configuration.clock.now) }) {
+        if let wait = state.withLock({ $0.logins.wait(client, now: runtime.clock.now) }) {
             throw Self.tooMany("Too many failed logins from this address; wait before trying again", wait: wait)
         }
         do {
             return try await attempt()
         } catch let error as DDPError {
-            state.withLock { $0.logins.record(client, now: configuration.clock.now) }
+            state.withLock { $0.logins.record(client, now: runtime.clock.now) }
             metrics.failedLogins.increment()
             throw error
         }
@@ -410,7 +415,7 @@ public final class SessionRegistry: Service, Sendable {
         logger.info("session ended", metadata: ["ddp.session": .string(session.id), "reason": .string(reason)])
         let keep = user.persistent && stored == .keep
         if user.persistent, let persistence, stored != .keep {
-            let bound: Int64? = stored == .ifExpired ? StoredSession.milliseconds(configuration.clock.wallClock) : nil
+            let bound: Int64? = stored == .ifExpired ? StoredSession.milliseconds(runtime.clock.wallClock) : nil
             await persistence.end(tokenHash: user.tokenHash, reason: reason, onlyIfExpiredBy: bound)
         }
         // A session kept in the store keeps its upstream login, for the resume.
@@ -441,7 +446,7 @@ public final class SessionRegistry: Service, Sendable {
                     // Shutdown began (see `shutdownGrace`): after the grace period, sessions whose
                     // requests are still in flight are closed under them, so the server can stop.
                     for await _ in self.shutdownBegan {
-                        try? await self.configuration.clock.sleep(for: self.configuration.shutdownGrace, on: self.loop)
+                        try? await self.runtime.clock.sleep(for: self.configuration.shutdownGrace, on: self.loop)
                         await self.endAll(reason: "the bridge is shutting down", stored: .keep)
                         return
                     }
@@ -502,7 +507,7 @@ public final class SessionRegistry: Service, Sendable {
     /// Every heartbeat interval: a comment line to every open stream.
     private func heartbeats() async {
         while !Task.isCancelled {
-            try? await configuration.clock.sleep(for: configuration.heartbeatInterval, on: loop)
+            try? await runtime.clock.sleep(for: configuration.heartbeatInterval, on: loop)
             for session in allSessions { session.heartbeat() }
         }
     }
@@ -511,7 +516,7 @@ public final class SessionRegistry: Service, Sendable {
     private func sweep() async {
         while !Task.isCancelled {
             // Never a zero step (a zero linger is allowed): that would spin.
-            try? await configuration.clock.sleep(for: max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2)), on: loop)
+            try? await runtime.clock.sleep(for: max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2)), on: loop)
             await sweepOnce()
         }
     }
@@ -519,7 +524,7 @@ public final class SessionRegistry: Service, Sendable {
     /// One pass of the sweep at the configuration's clock's time (tests that move the clock
     /// call it rather than wait for the next pass).
     func sweepOnce() async {
-        let now = configuration.clock.now
+        let now = runtime.clock.now
         let sessions = state.withLock { state in
             state.logins.prune(now: now)
             state.creations.prune(now: now)

@@ -16,7 +16,10 @@ public final class ReadinessProbe: Service, Sendable {
     static let maxBackoff: Duration = .seconds(1)
 
     /// Its failed attempts count in `metrics` (`ddp_bridge_upstream_failures_total`) with the sessions'.
-    public init(configuration: BridgeConfiguration, logger: Logger, metrics: BridgeMetrics? = nil, pacer: ReconnectPacer = .unlimited) {
+    public init(
+        configuration: BridgeConfiguration, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics? = nil,
+        pacer: ReconnectPacer = .unlimited
+    ) {
         var ddp = configuration.ddp
         ddp.reconnect.maxDelay = min(ddp.reconnect.maxDelay, Self.maxBackoff)
         ddp.reconnect.initialDelay = min(ddp.reconnect.initialDelay, Self.maxBackoff)
@@ -28,8 +31,8 @@ public final class ReadinessProbe: Service, Sendable {
             options: DDPClientOptions(
                 url: configuration.upstream, protocolConfiguration: ddp,
                 tls: configuration.upstreamTLS, compression: configuration.upstreamCompression,
-                maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer, failureLog: configuration.upstreamFailureLog,
-                clock: configuration.clock),
+                maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer, failureLog: runtime.upstreamFailureLog,
+                clock: runtime.clock),
             logger: logger,
             events: ClosureEventSink { event in
                 if case .stateChanged(let connection) = event {
@@ -37,7 +40,7 @@ public final class ReadinessProbe: Service, Sendable {
                     if case .reconnecting(_, _, let cause) = connection { metrics?.countUpstreamFailure(cause) }
                 }
             },
-            eventLoop: configuration.eventLoopGroup.any())
+            eventLoop: runtime.eventLoopGroup.any())
     }
 
     public var connection: ConnectionState { state.withLock { $0.connection } }
