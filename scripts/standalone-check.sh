@@ -10,14 +10,14 @@
 #
 #   scripts/standalone-check.sh [TARBALL]      (default: the newest dist/ddp-bridge-*.tar.gz)
 #
-# ROOT (default /var/tmp/ddp-bridge-standalone-root) is where the Debian root is kept;
+# STANDALONE_ROOT (default /var/tmp/ddp-bridge-standalone-root) is where the Debian root is kept;
 # REBUILD_ROOT=1 makes it again; DEBIAN_MIRROR names the mirror.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 set +e  # setup.sh stops at a failure; here each check goes on and is counted
 
-ROOT=${ROOT:-/var/tmp/ddp-bridge-standalone-root}
+ROOT=${STANDALONE_ROOT:-/var/tmp/ddp-bridge-standalone-root}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 tarball=${1:-$(ls -t dist/ddp-bridge-*.tar.gz 2>/dev/null | head -n 1)}
 [ -n "$tarball" ] && [ -r "$tarball" ] || { echo "standalone-check: no package (run scripts/package.sh first)" >&2; exit 2; }
