@@ -8,10 +8,9 @@ cd "$(dirname "$0")/.."
 
 source scripts/setup.sh
 ensure_packages chromium chromium-driver
+source scripts/python-envs.sh
+pyenv_checks
 venv=.build/pyenv
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c "import selenium" >/dev/null 2>&1 \
-    || "$venv/bin/pip" install --quiet --disable-pip-version-check selenium==4.51.0
 
 artifacts=.build/browser-artifacts
 rm -rf "$artifacts"

@@ -5,11 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source scripts/python-envs.sh
+pyenv_checks
 venv=.build/pyenv
-if ! "$venv/bin/python" -c "import dockerfile, schemathesis, openapi_spec_validator, yaml" >/dev/null 2>&1; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check schemathesis==4.32.5 openapi-spec-validator==0.9.0 dockerfile==3.4.0 pyyaml
-fi
 "$venv/bin/openapi-spec-validator" openapi.yaml
 # The bridge serves openapi.yaml and its JSON form (openapi.json, made by scripts/openapi-json.py).
 "$venv/bin/python" scripts/openapi-json.py --check

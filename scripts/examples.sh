@@ -38,12 +38,9 @@ swift build --package-path examples/swift 2>&1 | tail -n 1
 node --check examples/sse_consumer.mjs
 
 # The generator for the client of openapi.yaml (PyPI), in a virtual environment of its own.
+source scripts/python-envs.sh
+pyenv_openapi
 venv=.build/openapi-venv
-generator=0.29.1
-if ! "$venv/bin/openapi-python-client" --version 2>/dev/null | grep -q "$generator"; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "openapi-python-client==$generator"
-fi
 
 source scripts/demo-bridge.sh
 start_demo
@@ -194,7 +191,7 @@ expected=$(jq -cn \
       documents: $work.documents, notDone: [$open.documents[]._id], echo: ["hello", {"$date": 1700000000000}],
       session: {userId: $session.userId, connection: "connected", subscriptions: 1}}')
 same "$generated" "$expected" || fail "the generated client printed $generated, expected $expected"
-echo "examples: generated client (openapi-python-client $generator): session, subscribe, query, method call == REST"
+echo "examples: generated client (openapi-python-client $openapi_generator): session, subscribe, query, method call == REST"
 passed=$((passed + 1))
 
 echo "examples: took $((SECONDS - started)) s"

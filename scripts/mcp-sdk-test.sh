@@ -4,11 +4,9 @@
 # Runs $DDP_BRIDGE_BIN (default: the debug build, which must exist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/python-envs.sh
+pyenv_mcp
 venv=.build/mcp-venv
-if ! "$venv/bin/python" -c "import mcp" >/dev/null 2>&1; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "mcp==1.30.0"
-fi
 source scripts/demo-bridge.sh
 start_demo --login-rate-limit 100000
 timeout 120 "$venv/bin/python" scripts/mcp_sdk_test.py "$url"

@@ -9,6 +9,7 @@
 # is 1 if any failed. Needs root (chroot); loopback only; every wait bounded.
 #
 #   scripts/standalone-check.sh [TARBALL]      (default: the newest dist/ddp-bridge-*.tar.gz)
+#   scripts/standalone-check.sh --root-only    (only make the Debian root, if it is not there)
 #
 # STANDALONE_ROOT (default /var/tmp/ddp-bridge-standalone-root) is where the Debian root is kept;
 # REBUILD_ROOT=1 makes it again; DEBIAN_MIRROR names the mirror.
@@ -19,9 +20,13 @@ set +e  # setup.sh stops at a failure; here each check goes on and is counted
 
 ROOT=${STANDALONE_ROOT:-/var/tmp/ddp-bridge-standalone-root}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-tarball=${1:-$(ls -t dist/ddp-bridge-*.tar.gz 2>/dev/null | head -n 1)}
-[ -n "$tarball" ] && [ -r "$tarball" ] || { echo "standalone-check: no package (run scripts/package.sh first)" >&2; exit 2; }
-name=$(basename "$tarball" .tar.gz)
+root_only=0
+[ "${1:-}" = --root-only ] && { root_only=1; shift; }
+if [ "$root_only" = 0 ]; then
+    tarball=${1:-$(ls -t dist/ddp-bridge-*.tar.gz 2>/dev/null | head -n 1)}
+    [ -n "$tarball" ] && [ -r "$tarball" ] || { echo "standalone-check: no package (run scripts/package.sh first)" >&2; exit 2; }
+    name=$(basename "$tarball" .tar.gz)
+fi
 
 passed=0
 failed=0
@@ -43,6 +48,7 @@ if [ "${REBUILD_ROOT:-0}" = 1 ] || [ ! -e "$ROOT/.ddp-bridge-root" ]; then
     rm -rf "$ROOT/var/cache/apt/archives/"*.deb "$ROOT/usr/share/doc" "$ROOT/usr/share/man"
     touch "$ROOT/.ddp-bridge-root"
 fi
+[ "$root_only" = 0 ] || exit 0
 
 # A machine has /proc (the Swift runtime reads the command line from /proc/self/cmdline).
 mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc" || { echo "standalone-check: cannot mount /proc in $ROOT" >&2; exit 1; }

@@ -30,6 +30,12 @@ trap report_stages EXIT
 
 source scripts/setup.sh
 
+# What the later stages download (Debian packages, Python environments, the bare Debian root),
+# fetched in the background while the builds use the cores (scripts/prefetch.sh).
+mkdir -p .build
+scripts/prefetch.sh > .build/prefetch.log 2>&1 &
+prefetch=$!
+
 # `swift test` with a time limit: a test that never ends fails the run after `limit` seconds,
 # naming the tests that started and never ended, instead of holding it until CI's own limit.
 bounded_swift_test() {
@@ -73,10 +79,10 @@ DDP_BRIDGE_HEAVY_TESTS=1 bounded_swift_test 1200 .build/test-output-heavy.txt --
     --filter "aConsumerThatStopsReadingIsCutOffWithAReason|anAgentThatStopsReadingItsStreamIsCutWithAReason|FaultCampaignTests|MinimongoVectorTests|MinimongoVectorHTTPTests|aHeavyQueryNeitherHoldsUp|aSnapshotLargerThanTheStreamBuffer|aLiveQueryWithAnExpensiveSelector|aQueryOverDocumentsThatAreExpensiveOneByOne|probesAreAnsweredWhileEveryConcurrencyWorkerIsBusy|probesOnNewConnectionsAreAnsweredWhileEveryConcurrencyWorkerIsBusy|aStreamThatNeedsNothingWaitedForOpensWhileEveryConcurrencyWorkerIsBusy|aLargePublicationDoesNotHoldTheEventLoops|sessionsInABackoffComeBackAsSoonAsTheUpstreamReturns"
 
 # Fuzzing, bounded (one sanitizer build for every target, two targets at a time): each libFuzzer target (EJSON, DDP messages, selectors, query strings, the front
-# door's decision on a request head) for 20 s, seeded with
+# door's decision on a request head) for 15 s, seeded with
 # the recorded transcripts; a crash fails the run (scripts/fuzz.sh for longer runs).
 stage "fuzzing"
-scripts/fuzz.sh --seconds 20
+scripts/fuzz.sh --seconds 15
 
 # The release build, self-contained (the Swift runtime linked in): the contract and browser
 # checks run against it (so release-only faults show up), and the benchmark harness needs it.
@@ -90,6 +96,11 @@ export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 # in /var/tmp): the demo starts from /, serves the console built in, and `check` passes (~40 s
 # the first time, ~2 s after).
 stage "package"
+# The downloads started at the beginning are done (no stage before this one installs anything).
+if ! wait "$prefetch"; then
+    echo "test.sh: fetching ahead failed (each stage installs what it needs itself); .build/prefetch.log:" >&2
+    tail -n 20 .build/prefetch.log >&2
+fi
 scripts/package.sh --no-build
 scripts/standalone-check.sh
 
@@ -106,13 +117,18 @@ python3 scripts/readme_first_screen.py
 # prometheus.yml, every metric they name is exported by a running bridge after some traffic, and
 # Debian's Prometheus, run with the shipped prometheus.yml against that bridge, answers every query
 # of the dashboard's panels (~30 s: the shipped 15 s scrape interval, two scrapes).
-stage "observability"
+#
+# The HTTP contract: openapi.yaml is valid and the running server keeps it. The observability
+# check, which mostly waits for Prometheus's scrapes, runs beside it.
+stage "contract, observability beside it"
 ensure_packages prometheus
-python3 scripts/check-observability.py
-
-# The HTTP contract: openapi.yaml is valid and the running server keeps it.
-stage "contract"
+python3 scripts/check-observability.py > .build/observability.log 2>&1 &
+observability=$!
 scripts/contract-test.sh
+observed=0
+wait "$observability" || observed=$?
+cat .build/observability.log
+[ "$observed" = 0 ] || { echo "test.sh: the observability check failed" >&2; exit 1; }
 
 # MCP through the official Python SDK (PyPI's `mcp`, in a venv of its own), then the example
 # agent (examples/mcp_agent.py), against the demo bridge (~15 s).
