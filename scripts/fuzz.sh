@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
 done
 out=.build-fuzz
 mkdir -p "$out"
+rm -f "$out"/fuzz-*.code
 sources=$(find Sources/DDP -name '*.swift')
 # Seeds: each line of the recorded transcripts (server frames and client messages), plus a few selectors.
 seeds="$out/seeds"

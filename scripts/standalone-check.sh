@@ -34,18 +34,28 @@ check() {  # check NAME CONDITION-STATUS [DETAIL]
     if [ "$2" = 0 ]; then echo "PASS $1"; passed=$((passed + 1)); else echo "FAIL $1${3:+ — $3}"; failed=$((failed + 1)); fi
 }
 
+# The root is run as root (chroot): one another user could have made or changed is not used.
+if [ -e "$ROOT" ] && { [ "$(stat -c %u "$ROOT")" != 0 ] || [ -n "$(find "$ROOT" -maxdepth 0 -perm /022)" ]; }; then
+    echo "standalone-check: $ROOT is not root's alone (owner $(stat -c %U "$ROOT"), mode $(stat -c %a "$ROOT")); remove it or set STANDALONE_ROOT" >&2
+    exit 1
+fi
 if [ "${REBUILD_ROOT:-0}" = 1 ] || [ ! -e "$ROOT/.ddp-bridge-root" ]; then
     ensure_packages debootstrap
-    rm -rf "$ROOT"
+    # A /proc left mounted by an interrupted run is unmounted first, and rm stays on this file system.
+    umount "$ROOT/proc" 2>/dev/null || true
+    rm -rf --one-file-system "$ROOT"
     . /etc/os-release
     echo "standalone-check: making a minimal Debian $VERSION_CODENAME root in $ROOT"
-    if ! debootstrap --variant=minbase --include=libssl3 "$VERSION_CODENAME" "$ROOT" "$DEBIAN_MIRROR" > /tmp/ddp-bridge-debootstrap.log 2>&1; then
-        tail -n 20 /tmp/ddp-bridge-debootstrap.log >&2
+    debootstrap_log=$(mktemp)
+    if ! debootstrap --variant=minbase --include=libssl3 "$VERSION_CODENAME" "$ROOT" "$DEBIAN_MIRROR" > "$debootstrap_log" 2>&1; then
+        tail -n 20 "$debootstrap_log" >&2
         echo "standalone-check: debootstrap failed" >&2
         exit 1
     fi
     # Only what the image's runtime needs: the package lists and documentation go.
     rm -rf "$ROOT/var/cache/apt/archives/"*.deb "$ROOT/usr/share/doc" "$ROOT/usr/share/man"
+    rm -f "$debootstrap_log"
+    chmod 0755 "$ROOT"
     touch "$ROOT/.ddp-bridge-root"
 fi
 [ "$root_only" = 0 ] || exit 0
@@ -72,7 +82,14 @@ output=$(mktemp)
 # From / (no console files anywhere near), on free ports.
 chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/nonexistent sh -c "cd / && exec $bin demo --port 0 --ddp-port 0" > "$output" 2>&1 &
 demo=$!
-trap 'kill $demo 2>/dev/null; wait $demo 2>/dev/null; rm -f "$output"; unmount_proc' EXIT
+# The demo is stopped, within 15 s (then killed), before /proc is unmounted.
+stop_demo() {
+    kill "$demo" 2>/dev/null
+    for _ in $(seq 1 150); do kill -0 "$demo" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$demo" 2>/dev/null
+    wait "$demo" 2>/dev/null
+}
+trap 'stop_demo; rm -f "$output"; unmount_proc' EXIT
 bridge="" upstream=""
 for _ in $(seq 1 150); do
     bridge=$(grep -o 'ddp-bridge: *http://127.0.0.1:[0-9]*' "$output" | grep -o 'http://.*' || true)

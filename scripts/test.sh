@@ -26,15 +26,22 @@ report_stages() {
     echo "$(printf '%6d s' "$SECONDS")  in all"
     stage_name=""
 }
-trap report_stages EXIT
 
 source scripts/setup.sh
 
 # What the later stages download (Debian packages, Python environments, the bare Debian root),
-# fetched in the background while the builds use the cores (scripts/prefetch.sh).
+# fetched in the background, at the lowest priority, while the first build uses the cores
+# (scripts/prefetch.sh; at most 15 minutes). It is waited for before the tests, so it never runs
+# beside them; a run that stops early waits for it too (an install is not cut off halfway).
 mkdir -p .build
-scripts/prefetch.sh > .build/prefetch.log 2>&1 &
+timeout 900 nice -n 19 ionice -c 3 scripts/prefetch.sh > .build/prefetch.log 2>&1 &
 prefetch=$!
+observability=""
+stop_background() {
+    if [ -n "$observability" ]; then kill -- "-$observability" 2>/dev/null || true; fi
+    wait "$prefetch" 2>/dev/null || true
+}
+trap 'report_stages; stop_background' EXIT
 
 # `swift test` with a time limit: a test that never ends fails the run after `limit` seconds,
 # naming the tests that started and never ended, instead of holding it until CI's own limit.
@@ -65,6 +72,12 @@ python3 scripts/check-links.py
 stage "debug build"
 swift build --build-tests
 mkdir -p .build
+# The downloads started at the beginning are done (no stage installs anything, and nothing runs
+# beside the tests).
+if ! wait "$prefetch"; then
+    echo "test.sh: fetching ahead failed (each stage installs what it needs itself); .build/prefetch.log:" >&2
+    tail -n 20 .build/prefetch.log >&2
+fi
 stage "Swift tests"
 bounded_swift_test 900 .build/test-output.txt --disable-xctest
 # Heavy tests (tens of thousands of documents) run on their own, so their load does not
@@ -96,11 +109,6 @@ export DDP_BRIDGE_BIN=.build/release/ddp-bridge
 # in /var/tmp): the demo starts from /, serves the console built in, and `check` passes (~40 s
 # the first time, ~2 s after).
 stage "package"
-# The downloads started at the beginning are done (no stage before this one installs anything).
-if ! wait "$prefetch"; then
-    echo "test.sh: fetching ahead failed (each stage installs what it needs itself); .build/prefetch.log:" >&2
-    tail -n 20 .build/prefetch.log >&2
-fi
 scripts/package.sh --no-build
 scripts/standalone-check.sh
 
@@ -122,11 +130,12 @@ python3 scripts/readme_first_screen.py
 # check, which mostly waits for Prometheus's scrapes, runs beside it.
 stage "contract, observability beside it"
 ensure_packages prometheus
-python3 scripts/check-observability.py > .build/observability.log 2>&1 &
+setsid python3 scripts/check-observability.py > .build/observability.log 2>&1 &
 observability=$!
 scripts/contract-test.sh
 observed=0
 wait "$observability" || observed=$?
+observability=""
 cat .build/observability.log
 [ "$observed" = 0 ] || { echo "test.sh: the observability check failed" >&2; exit 1; }
 

@@ -46,6 +46,7 @@ struct EmbeddedDocumentsPlugin: BuildToolPlugin {
             } > "$out.new"
             keep "$out"
             out='\(console.path)'
+            [ -d "$root/public" ] || { echo "error: $root/public, the web console, is not there" >&2; exit 1; }
             newest=0
             {
                 printf '/// The web console (public/), as it was when this binary was built.\\n'
@@ -54,6 +55,7 @@ struct EmbeddedDocumentsPlugin: BuildToolPlugin {
                 printf '    package static let files: [String: String] = [\\n'
                 for file in $(cd "$root/public" && find . -type f | LC_ALL=C sort); do
                     path=${file#.}
+                    case "$path" in *[!A-Za-z0-9._/-]*) echo "error: public$path: a console file's name must be letters, digits and ._-/" >&2; exit 1 ;; esac
                     printf '        "%s": ' "$path"
                     literal "$root/public$path"
                     printf ',\\n'

@@ -115,7 +115,7 @@ struct DemoCommand: AsyncParsableCommand {
         services.append(registry.shutdownGrace)  // last: told of a shutdown first
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
-            try await listening(on: "\(host):\(port)", setBy: "--port, DDP_BRIDGE_PORT") { try await group.run() }
+            try await listening(on: "\(host):\(port)", setBy: LoadedSettings.listeners(settings)) { try await group.run() }
         } catch {
             await server.stop()
             throw error

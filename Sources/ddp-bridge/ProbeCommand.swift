@@ -38,7 +38,7 @@ struct ProbeCommand: AsyncParsableCommand {
         let answer = try await withThrowingTaskGroup(of: String?.self) { group in
             group.addTask {
                 do {
-                    return try await Self.ask(host: host, port: port, path: path)
+                    return try await Self.ask(host: host, port: port, path: path, connectWithin: .milliseconds(Int64(timeout * 1000)))
                 } catch {
                     FileHandle.standardError.write(Data("probe: cannot ask http://\(host):\(port)\(path): \(Self.reason(error))\n".utf8))
                     throw ExitCode(1)
@@ -70,8 +70,10 @@ struct ProbeCommand: AsyncParsableCommand {
     }
 
     /// The answer's head, as far as its status line.
-    static func ask(host: String, port: Int, path: String) async throws -> String {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: host, port: port) { channel in
+    static func ask(host: String, port: Int, path: String, connectWithin limit: TimeAmount) async throws -> String {
+        // The connect itself cannot be cancelled: its own timeout is the deadline.
+        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connectTimeout(limit)
+        let channel = try await bootstrap.connect(host: host, port: port) { channel in
             channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
         }
         return try await channel.executeThenClose { inbound, outbound in

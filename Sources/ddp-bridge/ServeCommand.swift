@@ -52,6 +52,6 @@ struct ServeCommand: AsyncParsableCommand {
                     LiveSettings(sources: loaded.sources, level: level, logger: logger), application, registry.shutdownGrace
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await listening(on: "\(host):\(settings.port)", setBy: "--port, DDP_BRIDGE_PORT") { try await group.run() }
+        try await listening(on: "\(host):\(settings.port)", setBy: LoadedSettings.listeners(settings)) { try await group.run() }
     }
 }

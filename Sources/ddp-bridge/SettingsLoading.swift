@@ -31,6 +31,12 @@ struct LoadedSettings {
         return LoadedSettings(settings: try Settings(sources: sources), sources: sources)
     }
 
+    /// The settings naming what the bridge listens on, for a port it cannot take.
+    static func listeners(_ settings: Settings) -> String {
+        settings.configuration.metricsListener == nil
+            ? "--port, DDP_BRIDGE_PORT" : "--port or --metrics-port, DDP_BRIDGE_PORT or DDP_BRIDGE_METRICS_PORT"
+    }
+
     /// What a bad setting prints: the error, then the command's usage.
     static func refusal<Command: ParsableCommand>(_ error: Settings.Invalid, for command: Command.Type) -> String {
         let name = command.configuration.commandName ?? "serve"
@@ -44,21 +50,18 @@ struct LoadedSettings {
     func startLogging<Command: ParsableCommand>(for command: Command.Type) throws -> (logger: Logger, level: LiveLogLevel, tracing: (any Service)?) {
         let level = LiveLogLevel(Logger.Level(rawValue: settings.logLevel) ?? .info)
         let environment = ProcessInfo.processInfo.environment
-        var startLogger = Logger(label: "ddp-bridge")
-        startLogger.logLevel = level.level
-        let tracing: (tracer: any Tracer, service: any Service)?
+        let tracingOn = TraceExport.isOn(endpoint: settings.otlpEndpoint, environment: environment)
+        let logger = level.bootstrap(format: settings.logFormat, metadata: tracingOn ? TraceExport.loggingMetadata : nil)
+        let tracing: (tracer: any Tracer, service: any Service, endpoint: String)?
         do throws(Settings.Invalid) {
-            tracing = try TraceExport.backend(endpoint: settings.otlpEndpoint, environment: environment, logger: startLogger)
+            tracing = try TraceExport.backend(endpoint: settings.otlpEndpoint, environment: environment, logger: logger)
         } catch {
             FileHandle.standardError.write(Data(Self.refusal(error, for: command).utf8))
             throw ExitCode.validationFailure
         }
-        let logger = level.bootstrap(format: settings.logFormat, metadata: tracing == nil ? nil : TraceExport.loggingMetadata)
         if let tracing {
             InstrumentationSystem.bootstrap(tracing.tracer)
-            logger.info(
-                "traces are exported over OTLP/HTTP",
-                metadata: ["endpoint": "\(settings.otlpEndpoint ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"] ?? "")"])
+            logger.info("traces are exported over OTLP/HTTP", metadata: ["endpoint": "\(tracing.endpoint)"])
         }
         return (logger, level, tracing?.service)
     }

@@ -125,6 +125,32 @@ import Testing
         #expect(noFolder?.contains("--secrets-dir (DDP_BRIDGE_SECRETS_DIR): '") == true && noFolder?.contains("is not a folder") == true)
     }
 
+    /// A Kubernetes secret volume: each file a link into a hidden folder of the volume's own.
+    /// The links are followed; the hidden folder's own files are not settings.
+    @Test func secretsAsKubernetesMountsThemAreRead() async throws {
+        let folder = try Folder()
+        let secrets = folder.path + "/secrets"
+        try FileManager.default.createDirectory(atPath: secrets + "/..2026_11_28", withIntermediateDirectories: true)
+        try folder.write("secrets/..2026_11_28/session-key", String(repeating: "cd", count: 32) + "\n")
+        try FileManager.default.createSymbolicLink(atPath: secrets + "/..data", withDestinationPath: "..2026_11_28")
+        try FileManager.default.createSymbolicLink(atPath: secrets + "/session-key", withDestinationPath: "..data/session-key")
+        let settings = try await Self.settings(flags: ["upstream": Self.upstream, "secrets-dir": secrets])
+        #expect(settings.configuration.sessionKey != nil)
+    }
+
+    /// A file that is not YAML is refused by line and column, never quoting the line (it may hold
+    /// a secret); `null` in a file leaves a setting unset.
+    @Test func aBrokenFileIsRefusedWithoutQuotingIt() async throws {
+        let folder = try Folder()
+        let secret = String(repeating: "ef", count: 32)
+        let broken = try folder.write("broken.yaml", "upstream: \(Self.upstream)\nsession-key \(secret)\nport: 1\n")
+        let message = try #require(await Self.refusal(flags: ["config": broken]))
+        #expect(message.contains("is not YAML or JSON (line ") && !message.contains(secret), "\(message)")
+        let nulls = try folder.write("nulls.json", #"{"upstream": "\#(Self.upstream)", "port": null, "metrics-port": null}"#)
+        let settings = try await Self.settings(flags: ["config": nulls])
+        #expect(settings.port == 8080 && settings.configuration.metricsListener == nil)
+    }
+
     /// A secret's text is never in a message, wherever it was given, nor in help.
     @Test func aSecretNeverAppearsInAMessageOrHelp() async throws {
         let folder = try Folder()
@@ -181,6 +207,12 @@ import Testing
                 while refused == nil, let line = await iterator.next() { if line.contains("is not a level") { refused = line } }
                 #expect(refused?.contains("given=loud") == true, "\(refused ?? "no line")")
                 #expect(level.level == .debug)
+                // No log-level in the file any more: back to the level the bridge started with.
+                try rewrite("upstream: \(Self.upstream)\n", 30)
+                var restored: String?
+                while restored == nil, let line = await iterator.next() { if line.contains("log level changed") { restored = line } }
+                #expect(restored?.contains("to=info") == true, "\(restored ?? "no line")")
+                #expect(level.level == .info)
                 return true
             }
             let first = try await group.next() ?? false

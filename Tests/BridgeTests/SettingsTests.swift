@@ -131,7 +131,7 @@ import Testing
         #expect(try Settings.flags(from: ["--upstream-compression", "--port", "1"]) == ["upstream-compression": "true", "port": "1"])
         for (arguments, message) in [
             (["--prot", "9000"], "unknown setting --prot"), (["--port"], "--port needs a value"),
-            (["9000"], "unexpected argument '9000'")
+            (["9000"], "unexpected argument (the 1st of the command's settings)")
         ] {
             #expect { try Settings.flags(from: arguments) } throws: { ($0 as? Settings.Invalid)?.description.hasPrefix(message) == true }
         }

@@ -30,24 +30,40 @@ import Tracing
         #expect(server.kind == .server)
         #expect(server.attributes["http.response.status_code"]?.toSpanAttribute() == .int64(200))
         #expect(server.attributes["http.route"]?.toSpanAttribute() == .string("/v1/methods/**"))
-        let call = try #require(spans.first { $0.operationName == "ddp.method echo" })
+        let call = try #require(spans.first { $0.operationName == "ddp.method" && $0.attributes["rpc.method"]?.toSpanAttribute() == .string("echo") })
         #expect(call.kind == .client && call.parentSpanID == server.spanID && call.traceID == server.traceID)
         #expect(call.attributes["rpc.method"]?.toSpanAttribute() == .string("echo"))
         let subscribe = try #require(spans.first { $0.operationName == "POST /v1/subscriptions" })
-        let wait = try #require(spans.first { $0.operationName == "ddp.subscribe tasks" })
+        let wait = try #require(spans.first { $0.operationName == "ddp.subscribe" })
+        #expect(wait.attributes["ddp.subscription"]?.toSpanAttribute() == .string("tasks"))
         #expect(wait.parentSpanID == subscribe.spanID)
         #expect(!spans.contains { $0.operationName.contains("healthz") }, "probes are not traced")
-        let refused = try #require(spans.first { $0.operationName == "ddp.method no-such-method" })
+        let refused = try #require(
+            spans.first { $0.operationName == "ddp.method" && $0.attributes["rpc.method"]?.toSpanAttribute() == .string("no-such-method") })
         #expect(!refused.errors.isEmpty, "a failed upstream call records its error")
     }
 
     @Test func credentialsInTheQueryAreRedacted() {
+        // Names are read as the routes read them: percent-decoded (`%74oken` is `token`).
+        #expect(RequestTracing.redacted("%74oken=abc&t%6Fken=d&x=1") == "%74oken=REDACTED&t%6Fken=REDACTED&x=1")
+        #expect(RequestTracing.redacted("%ZZ=abc") == "%ZZ=REDACTED")
         #expect(RequestTracing.redacted("token=abc&collections=tasks") == "token=REDACTED&collections=tasks")
         #expect(
             RequestTracing.redacted("selector=%7B%7D&access_token=x&apiKey=y&limit=2")
                 == "selector=%7B%7D&access_token=REDACTED&apiKey=REDACTED&limit=2")
         #expect(RequestTracing.redacted("tokens") == "tokens")
         #expect(RequestTracing.redacted("") == nil && RequestTracing.redacted(nil) == nil)
+    }
+
+    /// Only a `traceparent` of the standard's shape, sent once, is given to the tracer.
+    @Test func onlyAWellFormedTraceparentIsRead() {
+        #expect(RequestTracing.isTraceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
+        for bad in [
+            "", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01, 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        ] {
+            #expect(!RequestTracing.isTraceparent(bad), "\(bad)")
+        }
     }
 
     /// Values swift-otel would stop the process on are refused first, naming the variable; off

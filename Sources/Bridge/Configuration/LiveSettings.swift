@@ -11,9 +11,14 @@ public struct LiveSettings: Service {
     let level: LiveLogLevel
     let logger: Logger
 
+    /// The level when the bridge started (the default's, the presets' or the file's then), which
+    /// a file that stops naming a level goes back to.
+    let startLevel: Logger.Level
+
     public init(sources: SettingsSources, level: LiveLogLevel, logger: Logger) {
         self.sources = sources
         self.level = level
+        self.startLevel = level.level
         self.logger = logger
     }
 
@@ -37,7 +42,8 @@ public struct LiveSettings: Service {
                 group.addTask {
                     try await reader.watchString(forKey: "log-level") { updates in
                         for await text in updates {
-                            guard let text else { continue }
+                            // No log-level in the file any more: the level the bridge started with.
+                            let text = text.flatMap { ["", "null", "~"].contains($0) ? nil : $0 } ?? startLevel.rawValue
                             guard let new = Logger.Level(rawValue: text) else {
                                 logger.warning(
                                     "the settings file's log-level is not a level; the level is kept",

@@ -44,7 +44,9 @@ public struct Settings: Sendable {
         self.init()
         for setting in Self.all {
             guard let (text, source) = try sources.text(for: setting) else { continue }
-            let value = Value(setting: setting, text: text, source: source)
+            var value = Value(setting: setting, text: text, source: source)
+            // Whatever comes from the secrets folder is kept out of messages, as a secret setting is.
+            if source == SettingsSources.Source.secrets { value.isSecret = true }
             do {
                 try setting.apply(value, &self)
             } catch let error as Invalid {
@@ -61,6 +63,9 @@ public struct Settings: Sendable {
             throw Invalid(description: "--metrics-host (DDP_BRIDGE_METRICS_HOST) needs --metrics-port (DDP_BRIDGE_METRICS_PORT)")
         }
         configuration.metricsListener?.host = metricsHost ?? host
+        if let listener = configuration.metricsListener, listener.port != 0, listener.port == port, listener.host == host {
+            throw Invalid(description: "--metrics-port (DDP_BRIDGE_METRICS_PORT) must differ from --port (DDP_BRIDGE_PORT): both are \(port)")
+        }
     }
 
     /// The setting of that flag, if there is one.
@@ -593,7 +598,11 @@ public struct Settings: Sendable {
             let argument = arguments[index]
             index += 1
             guard argument.hasPrefix("--"), argument.count > 2 else {
-                throw Invalid(description: "unexpected argument '\(argument)'; settings are given as --name value (see --help)")
+                // Not quoted: a stray argument may be half of a secret the shell split.
+                throw Invalid(
+                    description:
+                        "unexpected argument (the \(index)\(Self.ordinalSuffix(index)) of the command's settings); settings are given as --name value (see --help)"
+                )
             }
             var name = String(argument.dropFirst(2))
             var text: String?
@@ -616,6 +625,15 @@ public struct Settings: Sendable {
             flags[name] = text
         }
         return flags
+    }
+
+    static func ordinalSuffix(_ n: Int) -> String {
+        switch (n % 10, n % 100) {
+        case (1, let h) where h != 11: "st"
+        case (2, let h) where h != 12: "nd"
+        case (3, let h) where h != 13: "rd"
+        default: "th"
+        }
     }
 
     /// Every setting (but `excluded`; only those in `only`, when given) with its variable and

@@ -62,21 +62,7 @@ public struct SettingsSources: Sendable {
         let first = SettingsSources(flags: flags, environment: environment)
         var secrets: [any ConfigProvider] = []
         if let folder = try first.text(for: Settings.setting("secrets-dir"))?.text, folder != "none" {
-            let invalid = Settings.Value(setting: Settings.setting("secrets-dir"), text: folder)
-            guard Settings.existingFolder(folder) != nil else { throw invalid.invalid(": '\(folder)' is not a folder") }
-            do {
-                let byFlag = try await DirectoryFilesProvider(directoryPath: FilePath(folder))
-                let byVariable = try await DirectoryFilesProvider(directoryPath: FilePath(folder))
-                secrets = [
-                    byFlag,
-                    // The key `session-key` read from the file DDP_BRIDGE_SESSION_KEY.
-                    byVariable.mapKeys { key in
-                        AbsoluteConfigKey([Settings.Setting.environmentName(key.components.joined(separator: "."))])
-                    }
-                ]
-            } catch {
-                throw invalid.invalid(": cannot read '\(folder)' (\(error))")
-            }
+            secrets = [try secretsProvider(folder)]
         }
         var file: ReloadingFileProvider<YAMLSnapshot>?
         let path = try first.text(for: Settings.setting("config"))?.text
@@ -89,17 +75,43 @@ public struct SettingsSources: Sendable {
                 file = try await ReloadingFileProvider<YAMLSnapshot>(
                     filePath: FilePath(path), pollInterval: filePollInterval, logger: logger)
             } catch {
-                throw value.invalid(": cannot read '\(path)' (\(error))")
+                // Checked as YAML above: what is left is reading it (its text is not quoted: it may hold a secret).
+                throw value.invalid(": cannot read '\(path)'")
             }
         }
         return SettingsSources(flags: flags, environment: environment, presets: presets, secrets: secrets, file: file, filePath: path)
+    }
+
+    /// The secrets folder's settings: for each setting, the file named as its flag, else as its
+    /// variable, its text trimmed of surrounding white space, every value a secret. Links are
+    /// followed (a Kubernetes secret volume's files are links into a folder of its own, which
+    /// swift-configuration's `DirectoryFilesProvider` passes over); other files are not read.
+    static func secretsProvider(_ folder: String) throws(Settings.Invalid) -> InMemoryProvider {
+        let value = Settings.Value(setting: Settings.setting("secrets-dir"), text: folder)
+        guard Settings.existingFolder(folder) != nil else { throw value.invalid(": '\(folder)' is not a folder") }
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        for setting in Settings.all where setting.flag != "config" && setting.flag != "secrets-dir" {
+            for name in [setting.flag, setting.environment] {
+                let path = folder + "/" + name
+                guard FileManager.default.fileExists(atPath: path) else { continue }
+                let text: String
+                do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                    throw value.invalid(": cannot read its file \(name) (as UTF-8 text)")
+                }
+                values[AbsoluteConfigKey([setting.flag])] = ConfigValue(.string(text.trimmingCharacters(in: .whitespacesAndNewlines)), isSecret: true)
+                break
+            }
+        }
+        return InMemoryProvider(name: Source.secrets, values: values)
     }
 
     /// A settings file's keys are settings (not `config` or `secrets-dir`), each a value or a list
     /// of values. JSON is read as YAML, of which it is a part.
     static func checkFile(_ text: String, value: Settings.Value) throws(Settings.Invalid) {
         let node: Node?
-        do { node = try Yams.compose(yaml: text) } catch { throw value.invalid(": '\(value.text)' is not YAML or JSON (\(error))") }
+        do { node = try Yams.compose(yaml: text) } catch {
+            throw value.invalid(": '\(value.text)' is not YAML or JSON (\(Self.describe(error)))")
+        }
         guard let node else { return }
         guard let mapping = node.mapping else { throw value.invalid(": '\(value.text)' must hold a mapping of settings (name: value)") }
         let names = Settings.all.map(\.flag)
@@ -120,6 +132,22 @@ public struct SettingsSources: Sendable {
         }
     }
 
+    /// Where and why a file is not YAML, without the file's text: the parser's own description
+    /// quotes the line, which may hold a secret.
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? YamlError else { return "unreadable" }
+        switch error {
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            return "line \(mark.line), column \(mark.column): \(problem)"
+        case .reader(let problem, let offset, _, _):
+            return offset.map { "at byte \($0): \(problem)" } ?? problem
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            return "line \(context.mark.line): a key given twice (\(duplicates.joined(separator: ", ")))"
+        default:
+            return "unreadable"
+        }
+    }
+
     /// A setting's text and where it came from; `nil` when no source names it. A value a
     /// source has but cannot give as text is refused, naming the setting and the source.
     func text(for setting: Settings.Setting) throws(Settings.Invalid) -> (text: String, source: String)? {
@@ -127,8 +155,8 @@ public struct SettingsSources: Sendable {
         failures.forget(setting.flag)
         if let text = reader.string(forKey: key, isSecret: setting.isSecret) {
             let source = failures.source(of: setting.flag)
-            // `name:` with no value in the settings file (YAML's null) leaves the setting unset.
-            if text.isEmpty, source == LookupFailures.settingsFile { return nil }
+            // `name:` with no value, or null, in the settings file leaves the setting unset.
+            if source == LookupFailures.settingsFile, ["", "null", "~"].contains(text) { return nil }
             return (text, source)
         }
         if let list = reader.stringArray(forKey: key, isSecret: setting.isSecret) {
@@ -144,6 +172,7 @@ public struct SettingsSources: Sendable {
     enum Source {
         static let commandLine = "the command line"
         static let presets = "the presets"
+        static let secrets = "the secrets folder"
     }
 
     static func values(_ texts: [String: String]) -> [AbsoluteConfigKey: ConfigValue] {
@@ -196,7 +225,7 @@ final class LookupFailures: AccessReporter, Sendable {
 
     static func describe(provider: String, key: String?) -> String {
         if provider.contains("ReloadingFileProvider") || provider.contains("FileProvider<") { return settingsFile }
-        if provider.contains("DirectoryFilesProvider") { return "the secrets folder" + (key.map { " (file \($0))" } ?? "") }
+        if provider.contains(SettingsSources.Source.secrets) { return SettingsSources.Source.secrets }
         if provider.contains("EnvironmentVariablesProvider") { return "the environment" + (key.map { " (\($0))" } ?? "") }
         if provider.contains(SettingsSources.Source.commandLine) { return SettingsSources.Source.commandLine }
         if provider.contains(SettingsSources.Source.presets) { return SettingsSources.Source.presets }

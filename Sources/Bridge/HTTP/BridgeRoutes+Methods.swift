@@ -47,7 +47,7 @@ extension BridgeRoutes {
         let call = {
             do {
                 // A child span of the request's: the method call upstream, until its result (and `updated`).
-                return try await withSpan("ddp.method \(name)", ofKind: .client) { span in
+                return try await withSpan("ddp.method", ofKind: .client) { span in
                     span.attributes["rpc.system"] = "ddp"
                     span.attributes["rpc.method"] = name
                     return try await session.client.call(

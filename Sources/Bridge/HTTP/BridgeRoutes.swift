@@ -73,8 +73,11 @@ struct BridgeRoutes: Sendable {
         router.get("/healthz") { _, _ in ProbeAnswer.health.response }
         router.get("/readyz") { _, _ in readiness.response }
         let address = listener.host ?? "127.0.0.1"
+        // A scraper's connection idle longer than the API's read timeout is closed, as the API's is.
         return Application(
-            router: router, configuration: ApplicationConfiguration(address: .hostname(address, port: listener.port), serverName: "ddp-bridge"),
+            router: router,
+            server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.readTimeout.wholeNanoseconds)))),
+            configuration: ApplicationConfiguration(address: .hostname(address, port: listener.port), serverName: "ddp-bridge"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listener.port
                 logger.info("metrics served apart from the API", metadata: ["address": "http://\(address):\(port)/metrics"])

@@ -427,7 +427,7 @@ public final class Session: Sendable {
             try await client.subscribe(name, params: params, id: id, waitUntilReady: false)
             if wait {
                 // A child span of the request's: the wait for the upstream's `ready`.
-                try await withSpan("ddp.subscribe \(name)", ofKind: .client) { span in
+                try await withSpan("ddp.subscribe", ofKind: .client) { span in
                     span.attributes["rpc.system"] = "ddp"
                     span.attributes["ddp.subscription"] = name
                     try await client.waitUntilReady(id, timeout: timeout)

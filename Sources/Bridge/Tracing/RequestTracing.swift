@@ -17,9 +17,7 @@ struct RequestTracing: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard !Self.untraced.contains(request.uri.path) else { return try await next(request, context) }
         let tracer = InstrumentationSystem.tracer
-        var parent = ServiceContext.current ?? .topLevel
-        tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
-        let span = tracer.startSpan(request.method.rawValue, context: parent, ofKind: .server)
+        let span = tracer.startSpan(request.method.rawValue, context: Self.parent(request.headers, tracer), ofKind: .server)
         span.updateAttributes { attributes in
             attributes["http.request.method"] = request.method.rawValue
             attributes["url.path"] = request.uri.path
@@ -41,9 +39,7 @@ struct RequestTracing: RouterMiddleware {
     /// (no middleware runs there): from `start` to now, as the middleware would have made it.
     static func opened(_ head: HTTPRequest, route: String, status: HTTPResponse.Status, at start: DefaultTracerClock.Instant) {
         let tracer = InstrumentationSystem.tracer
-        var parent = ServiceContext.current ?? .topLevel
-        tracer.extract(head.headerFields, into: &parent, using: HTTPFieldsExtractor())
-        let span = tracer.startSpan(head.method.rawValue, context: parent, ofKind: .server, at: start)
+        let span = tracer.startSpan(head.method.rawValue, context: Self.parent(head.headerFields, tracer), ofKind: .server, at: start)
         let path = head.path ?? "/"
         let query = path.firstIndex(of: "?").map { String(path[path.index(after: $0)...]) }
         span.updateAttributes { attributes in
@@ -65,20 +61,59 @@ struct RequestTracing: RouterMiddleware {
     }
 
     /// The query with the value of every parameter that may carry a credential (`token`, any
-    /// name with `token`, `password`, `secret` or `key` in it) replaced by `REDACTED`.
+    /// name with `token`, `password`, `secret` or `key` in it, read as the routes read it:
+    /// percent-decoded) replaced by `REDACTED`; a parameter whose name does not decode is
+    /// redacted too.
     static func redacted(_ query: String?) -> String? {
         guard let query, !query.isEmpty else { return nil }
         return query.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
-            let name = pair.prefix { $0 != "=" }.lowercased()
-            guard pair.contains("="), ["token", "password", "secret", "key"].contains(where: { name.contains($0) }) else { return String(pair) }
-            return pair.prefix { $0 != "=" } + "=REDACTED"
+            let raw = pair.prefix { $0 != "=" }
+            guard pair.contains("=") else { return String(pair) }
+            guard let name = QueryString.decode(raw)?.lowercased() else { return raw + "=REDACTED" }
+            guard ["token", "password", "secret", "key"].contains(where: { name.contains($0) }) else { return String(pair) }
+            return raw + "=REDACTED"
         }.joined(separator: "&")
+    }
+
+    /// The parent a client's W3C trace context names, or the task's: only `traceparent` and
+    /// `tracestate` are handed to the tracer, and only a `traceparent` of the standard's shape (one
+    /// header, `00-` 32 hex, 16 hex, 2 hex), so nothing else of a request (its credentials) reaches
+    /// a tracer's log of a header it could not read.
+    static func parent(_ fields: HTTPFields, _ tracer: any Tracer) -> ServiceContext {
+        var parent = ServiceContext.current ?? .topLevel
+        let parents = fields[values: .traceparent]
+        guard parents.count == 1, let traceparent = parents.first, Self.isTraceparent(traceparent) else { return parent }
+        let states = fields[values: .tracestate]
+        let tracestate = states.count == 1 && (states.first?.utf8.count ?? 0) <= 512 ? states.first : nil
+        tracer.extract(TraceContextHeaders(traceparent: traceparent, tracestate: tracestate), into: &parent, using: TraceContextHeaders.Reader())
+        return parent
+    }
+
+    /// `version-traceid-parentid-flags` in lower-case hex: 2, 32, 16 and 2 digits.
+    static func isTraceparent(_ text: String) -> Bool {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.map(\.count) == [2, 32, 16, 2] else { return false }
+        return parts.allSatisfy { $0.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } }
     }
 }
 
-/// Reads a header for a propagator (`traceparent`, `tracestate`).
-struct HTTPFieldsExtractor: Extractor {
-    func extract(key: String, from fields: HTTPFields) -> String? {
-        HTTPField.Name(key).flatMap { fields[$0] }
+/// The two headers of a W3C trace context, all a tracer is given of a request.
+struct TraceContextHeaders: Sendable {
+    let traceparent: String
+    let tracestate: String?
+
+    struct Reader: Extractor {
+        func extract(key: String, from headers: TraceContextHeaders) -> String? {
+            switch key.lowercased() {
+            case "traceparent": headers.traceparent
+            case "tracestate": headers.tracestate
+            default: nil
+            }
+        }
     }
+}
+
+extension HTTPField.Name {
+    static let traceparent = Self("traceparent")!
+    static let tracestate = Self("tracestate")!
 }
