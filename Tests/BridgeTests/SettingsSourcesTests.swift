@@ -175,11 +175,13 @@ import Testing
     @Test func theLogLevelFollowsTheFileWhileRunning() async throws {
         let folder = try Folder()
         let file = try folder.write("bridge.yaml", "upstream: \(Self.upstream)\nlog-level: info\n")
-        let sources = try await SettingsSources.load(flags: ["config": file], environment: [:], filePollInterval: .milliseconds(50))
-        let level = LiveLogLevel(.info)
         let (lines, stream) = AsyncStream.makeStream(of: String.self)
         var logger = Logger(label: "settings-test") { _ in LineHandler(yield: { stream.yield($0) }) }
         logger.logLevel = .info
+        let fileLog = logger
+        let sources = try await SettingsSources.load(
+            flags: ["config": file], environment: [:], fileLog: { fileLog }, filePollInterval: .milliseconds(50))
+        let level = LiveLogLevel(.info)
         let service = LiveSettings(sources: sources, level: level, logger: logger)
         // A later modification time: the file is seen as changed whatever the clock's grain.
         let rewrite: @Sendable (String, Double) throws -> Void = { text, seconds in
@@ -213,6 +215,19 @@ import Testing
                 while restored == nil, let line = await iterator.next() { if line.contains("log level changed") { restored = line } }
                 #expect(restored?.contains("to=info") == true, "\(restored ?? "no line")")
                 #expect(level.level == .info)
+                // A file that no longer parses: one warning, never its text (a secret may be in it).
+                let secret = String(repeating: "ab", count: 32)
+                try rewrite("upstream: \(Self.upstream)\nsession-key \(secret)\nlog-level: [\n", 40)
+                var unreadable: String?
+                while unreadable == nil, let line = await iterator.next() { if line.contains("cannot be read again") { unreadable = line } }
+                #expect(unreadable != nil && unreadable?.contains(secret) == false, "\(unreadable ?? "no line")")
+                // Read again, with a key that is no setting: the next start would refuse it, said now.
+                try rewrite("upstream: \(Self.upstream)\nprot: 1\n", 50)
+                var problem: String?
+                while problem == nil, let line = await iterator.next() {
+                    if line.contains("would stop the bridge at its next start") { problem = line }
+                }
+                #expect(problem?.contains("did you mean port?") == true, "\(problem ?? "no line")")
                 return true
             }
             let first = try await group.next() ?? false
@@ -221,7 +236,8 @@ import Testing
         }
         #expect(finished, "the changes were not seen within 20 s")
         // The command line wins over the file: a change in the file changes nothing.
-        let pinned = try await SettingsSources.load(flags: ["config": file, "log-level": "error"], environment: [:])
+        let fixed = try folder.write("fixed.yaml", "upstream: \(Self.upstream)\nlog-level: debug\n")
+        let pinned = try await SettingsSources.load(flags: ["config": fixed, "log-level": "error"], environment: [:])
         #expect(try Settings(sources: pinned).logLevel == "error")
     }
 

@@ -56,8 +56,8 @@ public struct SettingsSources: Sendable {
     /// name the file and the folder; a file that cannot be read or parsed, a key in it that is no
     /// setting, and a folder that is not there are refused, naming the setting.
     public static func load(
-        flags: [String: String], environment: [String: String], presets: [String: String] = [:], logger: Logger = Logger(label: "ddp-bridge"),
-        filePollInterval: Duration = filePollInterval
+        flags: [String: String], environment: [String: String], presets: [String: String] = [:],
+        fileLog: @escaping @Sendable () -> Logger = { Logger(label: "ddp-bridge") }, filePollInterval: Duration = filePollInterval
     ) async throws(Settings.Invalid) -> SettingsSources {
         let first = SettingsSources(flags: flags, environment: environment)
         var secrets: [any ConfigProvider] = []
@@ -72,8 +72,8 @@ public struct SettingsSources: Sendable {
             do { text = try String(contentsOfFile: path, encoding: .utf8) } catch { throw value.invalid(": cannot read '\(path)'") }
             try checkFile(text, value: value)
             do {
-                file = try await ReloadingFileProvider<YAMLSnapshot>(
-                    filePath: FilePath(path), pollInterval: filePollInterval, logger: logger)
+                let log = Logger(label: "settings-file") { _ in SettingsFileLog(path: path, log: fileLog) }
+                file = try await ReloadingFileProvider<YAMLSnapshot>(filePath: FilePath(path), pollInterval: filePollInterval, logger: log)
             } catch {
                 // Checked as YAML above: what is left is reading it (its text is not quoted: it may hold a secret).
                 throw value.invalid(": cannot read '\(path)'")
@@ -230,5 +230,63 @@ final class LookupFailures: AccessReporter, Sendable {
         if provider.contains(SettingsSources.Source.commandLine) { return SettingsSources.Source.commandLine }
         if provider.contains(SettingsSources.Source.presets) { return SettingsSources.Source.presets }
         return provider
+    }
+}
+
+/// What the settings file's reloading provider says, as the bridge says it. The provider logs a
+/// reading that failed at debug level only, with the parser's error, which quotes the file (a
+/// secret may be in it). Here: a warning when the file can no longer be read (once until it is
+/// read again; never its text), a notice when it is, and a warning when a reading has a key that
+/// is no setting; its other lines are dropped. `log` gives the process's logger at the time (its
+/// logging is set up after the file is first read).
+struct SettingsFileLog: LogHandler {
+    let path: String
+    let log: @Sendable () -> Logger
+    private let failing = NIOLockedValueBox(false)
+
+    init(path: String, log: @escaping @Sendable () -> Logger) {
+        self.path = path
+        self.log = log
+    }
+
+    var metadata: Logger.Metadata = [:]
+    /// Every line of the provider reaches ``log(event:)``, which picks what to say.
+    var logLevel: Logger.Level {
+        get { .debug }
+        set {}
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        switch event.message.description {
+        case "Reload check failed, will retry on next trigger":
+            let wasFailing = failing.withLockedValue { failing in
+                defer { failing = true }
+                return failing
+            }
+            guard !wasFailing else { return }
+            log().warning("the settings file cannot be read again; the settings read before stay until it can", metadata: ["file": "\(path)"])
+        case "Successfully reloaded file":
+            let wasFailing = failing.withLockedValue { failing in
+                defer { failing = false }
+                return failing
+            }
+            if wasFailing {
+                log().notice("the settings file is read again", metadata: ["file": "\(path)"])
+            }
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return }
+            do throws(Settings.Invalid) {
+                try SettingsSources.checkFile(text, value: Settings.Value(setting: Settings.setting("config"), text: path))
+            } catch {
+                log().warning(
+                    "the settings file, read again, would stop the bridge at its next start", metadata: ["problem": "\(error.description)"])
+            }
+        default:
+            return
+        }
     }
 }
