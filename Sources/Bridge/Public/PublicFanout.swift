@@ -43,9 +43,13 @@ public final class PublicFanout: Service, Sendable {
     public let publications: PublicPublications
     /// Each distinct subscription on a connection of its own (`--public-connections` 0).
     let isolated: Bool
-    /// The pool sessions' configuration: the bridge's, with the public limits in place of the
-    /// per-session ones (the fan-out checks them first, with its own reasons).
-    let poolConfiguration: BridgeConfiguration
+    /// The bridge's configuration, as it is.
+    let configuration: BridgeConfiguration
+    /// What one pool session may hold: the public limits in place of a user session's (the
+    /// fan-out checks them first, with its own reasons).
+    let poolLimits: Session.Limits
+    /// Upstream connections the pool may open: one per distinct subscription when isolated.
+    let connectionLimit: Int
     let logger: Logger
     let metrics: BridgeMetrics
     let pacer: ReconnectPacer
@@ -65,12 +69,10 @@ public final class PublicFanout: Service, Sendable {
         self.runtime = runtime
         self.streams = streams
         publications = configuration.publicPublications
-        var pool = configuration
-        pool.maxSubscriptionsPerSession = configuration.publicMaxSubscriptions
-        pool.maxStreamsPerSession = configuration.publicMaxReaders
+        self.configuration = configuration
+        poolLimits = Session.Limits(subscriptions: configuration.publicMaxSubscriptions, streams: configuration.publicMaxReaders)
         isolated = configuration.publicConnections == 0
-        pool.publicConnections = isolated ? max(1, configuration.publicMaxSubscriptions) : configuration.publicConnections
-        poolConfiguration = pool
+        connectionLimit = isolated ? max(1, configuration.publicMaxSubscriptions) : configuration.publicConnections
         var logger = logger
         logger[metadataKey: "ddp.public"] = "true"
         self.logger = logger
@@ -79,7 +81,6 @@ public final class PublicFanout: Service, Sendable {
         (started, starter) = AsyncStream<Session>.makeStream()
     }
 
-    var configuration: BridgeConfiguration { poolConfiguration }
     let runtime: BridgeRuntime
 
     // MARK: - Readers
@@ -205,9 +206,10 @@ public final class PublicFanout: Service, Sendable {
             }
             if let unused = counts.indices.first(where: reusable) {
                 session = state.connections[unused]
-            } else if state.connections.count < configuration.publicConnections {
+            } else if state.connections.count < connectionLimit {
                 session = Session(
-                    owner: .publicPool, configuration: poolConfiguration, runtime: runtime, logger: logger, metrics: metrics, budget: budget,
+                    owner: .publicPool, configuration: configuration, limits: poolLimits, runtime: runtime, logger: logger, metrics: metrics,
+                    budget: budget,
                     pacer: pacer)
                 state.connections.append(session)
                 starter.yield(session)
@@ -217,7 +219,7 @@ public final class PublicFanout: Service, Sendable {
                 // a sweep or two): a new subscription waits for one rather than share.
                 throw BridgeError(
                     .tooManyPublicSubscriptions,
-                    "Every public upstream connection (\(configuration.publicConnections)) is in use or being released", retryAfter: 2)
+                    "Every public upstream connection (\(connectionLimit)) is in use or being released", retryAfter: 2)
             } else {
                 let fewest = counts.indices.min { counts[$0] < counts[$1] } ?? 0
                 session = state.connections[fewest]

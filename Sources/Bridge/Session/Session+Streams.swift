@@ -34,7 +34,7 @@ extension Session {
     /// doubled. Nothing is copied or matched here: the stream's writer reads the log or walks the
     /// documents as its socket takes them (``StreamPrelude``), off the client's actor.
     func attach(_ stream: EventStream, start: StreamStart) async throws(BridgeError) {
-        try state.withLock { state throws(BridgeError) in try state.machine.admitStream(limit: configuration.maxStreamsPerSession) }
+        try state.withLock { state throws(BridgeError) in try state.machine.admitStream(limit: limits.streams) }
         // The cache is read inside the client actor, where events are delivered (DDPClientEventSink):
         // the log and the cache agree, and the stream is registered before the next event.
         await client.withCache { cache in
@@ -82,7 +82,7 @@ extension Session {
                 guard log.holds(after: after) else { return false }
                 if after < log.lastID { prelude = StreamPrelude(head: [], replay: replay(after: after, through: log.lastID)) }
             }
-            guard (try? state.machine.admitStream(limit: configuration.maxStreamsPerSession)) != nil else { return false }
+            guard (try? state.machine.admitStream(limit: limits.streams)) != nil else { return false }
             register(stream, starting: prelude, in: &state)
             return true
         }

@@ -68,7 +68,25 @@ public final class Session: Sendable {
     public let client: DDPClient
     public let createdAt: Date
     let configuration: BridgeConfiguration
+    /// What the session may hold (a user's, or the public pool's).
+    let limits: Limits
     let runtime: BridgeRuntime
+
+    /// Subscriptions and open streams one session may hold.
+    struct Limits: Sendable {
+        var subscriptions: Int
+        var streams: Int
+
+        /// A user session's: `--max-subscriptions-per-session`, `--max-streams-per-session`.
+        init(_ configuration: BridgeConfiguration) {
+            self.init(subscriptions: configuration.maxSubscriptionsPerSession, streams: configuration.maxStreamsPerSession)
+        }
+
+        init(subscriptions: Int, streams: Int) {
+            self.subscriptions = subscriptions
+            self.streams = streams
+        }
+    }
     let state: LockedState<State>
     let logger: Logger
 
@@ -78,10 +96,12 @@ public final class Session: Sendable {
     let account: BudgetAccount
 
     init(
-        owner: Owner, configuration: BridgeConfiguration, runtime: BridgeRuntime, logger: Logger, metrics: BridgeMetrics, budget: MemoryBudget,
+        owner: Owner, configuration: BridgeConfiguration, limits: Limits? = nil, runtime: BridgeRuntime, logger: Logger, metrics: BridgeMetrics,
+        budget: MemoryBudget,
         pacer: ReconnectPacer = .unlimited, createdAt: Date? = nil
     ) {
         self.runtime = runtime
+        self.limits = limits ?? Limits(configuration)
         self.budget = budget
         let id = String(MeteorRandom.id().prefix(8))
         var logger = logger
@@ -384,7 +404,7 @@ public final class Session: Sendable {
                 .paramsTooLarge,
                 "A subscription's name and params may take at most \(configuration.maxSubscriptionParamsSize) bytes of JSON; these take \(size)")
         }
-        let acquired = try acquireSubscription(name, params, limit: configuration.maxSubscriptionsPerSession, transient: transient) {
+        let acquired = try acquireSubscription(name, params, limit: limits.subscriptions, transient: transient) {
             BridgeError(.tooManySubscriptions, "A session may hold at most \($0) subscriptions")
         }
         return try await startSubscription(acquired, name, params: params, wait: wait, timeout: timeout, transient: transient)
