@@ -15,7 +15,8 @@ A small OTLP/HTTP receiver on loopback (POST /v1/traces, protobuf, decoded with 
 - the log line a request writes carries its trace and span ids (--log-format json);
 - probes are not traced;
 - `--otlp-endpoint` wins over OTEL_EXPORTER_OTLP_ENDPOINT (set here where nothing listens);
-- a malformed `traceparent` sent with a token puts nothing of the request in the log.
+- a malformed `traceparent` sent with a token puts nothing of the request in the log;
+- with the collector unreachable, a stop with spans to send ends within 8 s.
 Then a start with OTEL_PROPAGATORS=tracecontext,baggage (which swift-otel would end the process
 on) is refused with a message naming the variable. Loopback only; every wait bounded.
 """
@@ -213,6 +214,31 @@ def main():
         receiver.shutdown()
         log.close()
         os.environ.get("KEEP_TRACE_LOG") or os.unlink(log_path)
+
+    # A collector that does not answer (nothing listens): a stop with spans to send ends within
+    # a container's stop timeout (Docker's is 10 s; swift-otel alone would wait 10 s for the export).
+    unreachable = {**environment, "OTEL_BSP_SCHEDULE_DELAY": "60000"}
+    bridge = subprocess.Popen([BIN, "demo", "--port", str(port), "--public-dir", "none", "--otlp-endpoint", "http://127.0.0.1:1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=unreachable)
+    try:
+        ready = False
+        for _ in range(100):
+            try:
+                ready = request(base + "/readyz")[0] == 200
+            except OSError:
+                ready = False
+            if ready:
+                break
+            time.sleep(0.1)
+        request(base + "/v1/sessions", "POST", {})
+        started = time.monotonic()
+        bridge.terminate()
+        bridge.wait(timeout=30)
+        took = time.monotonic() - started
+        check("with the collector unreachable, a stop with spans to send ends within 8 s", ready and took < 8, f"{took:.1f} s")
+    except subprocess.TimeoutExpired:
+        bridge.kill()
+        check("with the collector unreachable, a stop with spans to send ends within 8 s", False, "still running after 30 s")
 
     # A value swift-otel would stop the process on is refused at start, naming the variable.
     environment["OTEL_PROPAGATORS"] = "tracecontext,baggage"

@@ -41,6 +41,11 @@ public enum TraceExport {
         configuration.traces.enabled = true
         configuration.traces.exporter = .otlp
         configuration.traces.otlpExporter.protocol = .httpProtobuf
+        // A collector that does not answer holds a stop for at most this long, well within the
+        // grace a container gets (the OTEL_EXPORTER_OTLP_TIMEOUT and OTEL_BSP_EXPORT_TIMEOUT variables
+        // still win): swift-otel's defaults, 10 s and 30 s, outlast Docker's 10 s stop.
+        configuration.traces.otlpExporter.timeout = .seconds(3)
+        configuration.traces.batchSpanProcessor.exportTimeout = .seconds(5)
         var resolved: String
         if let endpoint {
             // A base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is: spans go to its /v1/traces.
