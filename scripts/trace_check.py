@@ -101,6 +101,19 @@ def request(url, method="GET", body=None, headers=None):
         return error.code, error.read()
 
 
+def wait_ready(base, seconds=10):
+    """Whether the bridge at base answers /readyz 200 within seconds."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if request(base + "/readyz")[0] == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -123,15 +136,7 @@ def main():
                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment)
     base = f"http://127.0.0.1:{port}"
     try:
-        ready = False
-        for _ in range(100):
-            try:
-                ready = request(base + "/readyz")[0] == 200
-            except OSError:
-                ready = False
-            if ready:
-                break
-            time.sleep(0.1)
+        ready = wait_ready(base)
         check("the demo bridge with --otlp-endpoint is ready", ready)
         if not ready:
             return
@@ -221,15 +226,7 @@ def main():
     bridge = subprocess.Popen([BIN, "demo", "--port", str(port), "--public-dir", "none", "--otlp-endpoint", "http://127.0.0.1:1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=unreachable)
     try:
-        ready = False
-        for _ in range(100):
-            try:
-                ready = request(base + "/readyz")[0] == 200
-            except OSError:
-                ready = False
-            if ready:
-                break
-            time.sleep(0.1)
+        ready = wait_ready(base)
         request(base + "/v1/sessions", "POST", {})
         started = time.monotonic()
         bridge.terminate()

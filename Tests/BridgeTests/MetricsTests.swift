@@ -1,4 +1,5 @@
 import DDP
+import FaultKit
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -21,21 +22,12 @@ import Testing
         }
     }
 
-    /// Every family a running bridge exports has a `# HELP` line before its `# TYPE` line.
     /// `--metrics-port`: the scrape and the probes on a listener of their own, and no scrape on the
     /// API's port; the listener answers nothing else.
     @Test func aMetricsPortOfItsOwnTakesTheScrapeOffTheAPIPort() async throws {
         try await BridgeHarness.run(configure: { $0.metricsListener = MetricsListener(host: "127.0.0.1", port: 0) }) { h in
-            let port = try await withThrowingTaskGroup(of: Int?.self) { group in
-                group.addTask { await h.metricsPorts.first { _ in true } }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(10))
-                    return nil
-                }
-                let first = try await group.next() ?? nil
-                group.cancelAll()
-                return try #require(first, "the metrics listener did not listen within 10 s")
-            }
+            let listening = try await withTimeLimit(.seconds(10)) { await h.metricsPorts.first { _ in true } }
+            let port = try #require(listening ?? nil, "the metrics listener did not listen within 10 s")
             expectError(try await h.request(.get, "/metrics"), .notFound, "not-found")
             #expect(try await h.request(.get, "/healthz").status == .ok)
             let scrape = try await Self.get(port: port, "/metrics")
@@ -58,6 +50,7 @@ import Testing
         return await connection.received
     }
 
+    /// Every family a running bridge exports has a `# HELP` line before its `# TYPE` line.
     @Test func everyFamilyHasItsHelpText() async throws {
         try await BridgeHarness.run { h in
             let (token, _) = try await h.session()

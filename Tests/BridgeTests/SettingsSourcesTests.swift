@@ -1,4 +1,5 @@
 import Bridge
+import FaultKit
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -188,57 +189,56 @@ import Testing
             try folder.write("bridge.yaml", text)
             try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(seconds)], ofItemAtPath: file)
         }
-        let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                try await service.run()
-                return false
-            }
-            group.addTask {
-                try await Task.sleep(for: .seconds(20))
-                return false
-            }
-            group.addTask {
-                var iterator = lines.makeAsyncIterator()
+        let finished = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await service.run() }
+            let seen = try await withTimeLimit(.seconds(20)) {
+                var reader = LineReader(lines)
                 try rewrite("upstream: \(Self.upstream)\nlog-level: debug\n", 10)
-                var changed: String?
-                while changed == nil, let line = await iterator.next() { if line.contains("log level changed") { changed = line } }
+                let changed = await reader.first(containing: "log level changed")
                 #expect(changed?.contains("to=debug") == true, "\(changed ?? "no line")")
                 #expect(level.level == .debug)
                 try rewrite("upstream: \(Self.upstream)\nlog-level: loud\n", 20)
-                var refused: String?
-                while refused == nil, let line = await iterator.next() { if line.contains("is not a level") { refused = line } }
+                let refused = await reader.first(containing: "is not a level")
                 #expect(refused?.contains("given=loud") == true, "\(refused ?? "no line")")
                 #expect(level.level == .debug)
                 // No log-level in the file any more: back to the level the bridge started with.
                 try rewrite("upstream: \(Self.upstream)\n", 30)
-                var restored: String?
-                while restored == nil, let line = await iterator.next() { if line.contains("log level changed") { restored = line } }
+                let restored = await reader.first(containing: "log level changed")
                 #expect(restored?.contains("to=info") == true, "\(restored ?? "no line")")
                 #expect(level.level == .info)
                 // A file that no longer parses: one warning, never its text (a secret may be in it).
                 let secret = String(repeating: "ab", count: 32)
                 try rewrite("upstream: \(Self.upstream)\nsession-key \(secret)\nlog-level: [\n", 40)
-                var unreadable: String?
-                while unreadable == nil, let line = await iterator.next() { if line.contains("cannot be read again") { unreadable = line } }
+                let unreadable = await reader.first(containing: "cannot be read again")
                 #expect(unreadable != nil && unreadable?.contains(secret) == false, "\(unreadable ?? "no line")")
                 // Read again, with a key that is no setting: the next start would refuse it, said now.
                 try rewrite("upstream: \(Self.upstream)\nprot: 1\n", 50)
-                var problem: String?
-                while problem == nil, let line = await iterator.next() {
-                    if line.contains("would stop the bridge at its next start") { problem = line }
-                }
+                let problem = await reader.first(containing: "would stop the bridge at its next start")
                 #expect(problem?.contains("did you mean port?") == true, "\(problem ?? "no line")")
                 return true
             }
-            let first = try await group.next() ?? false
             group.cancelAll()
-            return first
+            return seen ?? false
         }
         #expect(finished, "the changes were not seen within 20 s")
         // The command line wins over the file: a change in the file changes nothing.
         let fixed = try folder.write("fixed.yaml", "upstream: \(Self.upstream)\nlog-level: debug\n")
         let pinned = try await SettingsSources.load(flags: ["config": fixed, "log-level": "error"], environment: [:])
         #expect(try Settings(sources: pinned).logLevel == "error")
+    }
+
+    /// The lines logged, read in order up to the next that holds a text.
+    struct LineReader {
+        var iterator: AsyncStream<String>.Iterator
+
+        init(_ lines: AsyncStream<String>) { iterator = lines.makeAsyncIterator() }
+
+        mutating func first(containing text: String) async -> String? {
+            while let line = await iterator.next() {
+                if line.contains(text) { return line }
+            }
+            return nil
+        }
     }
 
     /// Each line logged, as `message key=value …`, handed to `yield`.

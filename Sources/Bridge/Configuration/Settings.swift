@@ -71,10 +71,10 @@ public struct Settings: Sendable {
     /// The setting of that flag, if there is one.
     public static func setting(named flag: String) -> Setting? { all.first { $0.flag == flag } }
 
-    /// The setting of that flag (one of ``all``).
+    /// The setting of that flag, for the bridge's own names of ``all`` (`config`, `secrets-dir`);
+    /// a name that is none gives a setting that sets nothing, with no secret.
     static func setting(_ flag: String) -> Setting {
-        guard let setting = all.first(where: { $0.flag == flag }) else { preconditionFailure("no setting --\(flag)") }
-        return setting
+        all.first { $0.flag == flag } ?? custom(flag, "", show: { _ in nil }) { _, _ in }
     }
 
     /// One setting, declared once.
@@ -129,7 +129,8 @@ public struct Settings: Sendable {
         func invalid(_ problem: String) -> Invalid {
             // "--flag (VARIABLE) must be …" or "--flag (VARIABLE): 'x' is not …", and where it was
             // given when that is a file.
-            let given = source.flatMap { $0.hasPrefix("the settings file") || $0.hasPrefix("the secrets folder") ? " (given in \($0))" : nil }
+            let files = [SettingsSources.Source.settingsFile, SettingsSources.Source.secrets]
+            let given = source.flatMap { files.contains($0) ? " (given in \($0))" : nil }
             return Invalid(description: "--\(flag) (\(environment))\(given ?? "")\(problem.hasPrefix(":") ? "" : " ")\(problem)")
         }
 
@@ -528,121 +529,4 @@ public struct Settings: Sendable {
             settings.logFormat = try value.oneOf(["human", "json"])
         }
     ]
-
-    static func upstreamURL(_ value: Value) throws(Invalid) -> String {
-        if let problem = upstreamURLProblem(value.text) { throw value.invalid(problem) }
-        return value.text
-    }
-
-    /// What is wrong with an upstream URL, in words that say what to write instead; `nil` when
-    /// it is a usable `ws://` or `wss://` URL: a host, and a port (if any) from 1 to 65535.
-    public static func upstreamURLProblem(_ text: String) -> String? {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
-            return "must be a ws:// or wss:// URL with a host, got '\(text)'"
-        }
-        if scheme == "http" || scheme == "https" {
-            // A Meteor developer's ROOT_URL: DDP is served over WebSocket at /websocket of the same address.
-            var suggestion = (scheme == "http" ? "ws" : "wss") + String(text.dropFirst(scheme.count))
-            if url.path.isEmpty || url.path == "/" {
-                while suggestion.hasSuffix("/") { suggestion.removeLast() }
-                suggestion += "/websocket"
-            }
-            return "must be a ws:// or wss:// URL (Meteor serves DDP over WebSocket at /websocket), got '\(text)': use \(suggestion)"
-        }
-        guard scheme == "ws" || scheme == "wss" else { return "must be a ws:// or wss:// URL with a host, got '\(text)'" }
-        if let port = explicitPort(text), !(1...65_535).contains(port ?? 0) {
-            return "must have a port from 1 to 65535, got '\(text)'"
-        }
-        if scheme == "wss", host.allSatisfy({ $0.isNumber || $0 == "." || $0 == ":" }) {
-            return "must name a host, not an IP address, when it is wss:// (TLS sends the host name), got '\(text)'"
-        }
-        return nil
-    }
-
-    /// The port written in a URL's authority: `nil` when none is written, `.some(nil)` when what is
-    /// written is not a number that fits (a parser would otherwise take some other port, or none).
-    static func explicitPort(_ text: String) -> Int?? {
-        guard let start = text.range(of: "://")?.upperBound else { return nil }
-        let authority = text[start...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        let hostAndPort = authority.split(separator: "@", omittingEmptySubsequences: false).last ?? authority
-        // After an IPv6 literal's closing bracket, or after the last colon of a name.
-        let afterHost: Substring
-        if hostAndPort.hasPrefix("["), let close = hostAndPort.firstIndex(of: "]") {
-            afterHost = hostAndPort[hostAndPort.index(after: close)...]
-        } else if let colon = hostAndPort.lastIndex(of: ":") {
-            afterHost = hostAndPort[colon...]
-        } else {
-            afterHost = ""
-        }
-        guard afterHost.hasPrefix(":") else { return nil }
-        let digits = afterHost.dropFirst()
-        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber) else { return .some(nil) }
-        return .some(Int(digits))
-    }
-
-    /// `path` when it names a folder, else `nil`.
-    public static func existingFolder(_ path: String) -> String? {
-        var isFolder: ObjCBool = false
-        return FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) && isFolder.boolValue ? path : nil
-    }
-
-    // MARK: - Command lines
-
-    /// The settings on a command line: `--flag value` or `--flag=value`, and a bare `--flag` for
-    /// a switch. Refuses a flag no setting has, naming the setting (or `otherFlags`, the
-    /// command's own options) it most likely meant, and a value missing.
-    public static func flags(from arguments: [String], otherFlags: [String] = []) throws(Invalid) -> [String: String] {
-        var flags: [String: String] = [:]
-        var index = arguments.startIndex
-        while index < arguments.endIndex {
-            let argument = arguments[index]
-            index += 1
-            guard argument.hasPrefix("--"), argument.count > 2 else {
-                // Not quoted: a stray argument may be half of a secret the shell split.
-                throw Invalid(
-                    description:
-                        "unexpected argument (the \(index)\(Self.ordinalSuffix(index)) of the command's settings); settings are given as --name value (see --help)"
-                )
-            }
-            var name = String(argument.dropFirst(2))
-            var text: String?
-            if let equals = name.firstIndex(of: "=") {
-                text = String(name[name.index(after: equals)...])
-                name = String(name[..<equals])
-            }
-            guard let setting = all.first(where: { $0.flag == name }) else {
-                guard let meant = ClosestName.suggestion(for: name, among: all.map(\.flag) + otherFlags) else {
-                    throw Invalid(description: "unknown setting --\(name) (see --help for the settings)")
-                }
-                throw Invalid(description: "unknown setting --\(name); did you mean --\(meant)?")
-            }
-            if text == nil, index < arguments.endIndex, !(setting.isSwitch && arguments[index].hasPrefix("--")) {
-                text = arguments[index]
-                index += 1
-            }
-            if text == nil, setting.isSwitch { text = "true" }
-            guard let text else { throw Invalid(description: "--\(name) needs a value") }
-            flags[name] = text
-        }
-        return flags
-    }
-
-    static func ordinalSuffix(_ n: Int) -> String {
-        switch (n % 10, n % 100) {
-        case (1, let h) where h != 11: "st"
-        case (2, let h) where h != 12: "nd"
-        case (3, let h) where h != 13: "rd"
-        default: "th"
-        }
-    }
-
-    /// Every setting (but `excluded`; only those in `only`, when given) with its variable and
-    /// default, for `--help`, wrapped at word boundaries under its flag (``HelpText``).
-    public static func helpText(excluding excluded: Set<String> = [], only: Set<String>? = nil) -> String {
-        all.filter { !excluded.contains($0.flag) && only?.contains($0.flag) != false }.map { setting in
-            let shown = setting.shownDefault.map { ", default \($0)" } ?? ""
-            return "  --\(setting.flag) \(setting.isSwitch ? "[true|false]" : "<value>")\n"
-                + HelpText.wrap("env \(setting.environment)\(shown)", indent: 6) + "\n" + HelpText.wrap(setting.help, indent: 6)
-        }.joined(separator: "\n")
-    }
 }

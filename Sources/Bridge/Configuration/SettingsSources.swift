@@ -156,7 +156,7 @@ public struct SettingsSources: Sendable {
         if let text = reader.string(forKey: key, isSecret: setting.isSecret) {
             let source = failures.source(of: setting.flag)
             // `name:` with no value, or null, in the settings file leaves the setting unset.
-            if source == LookupFailures.settingsFile, ["", "null", "~"].contains(text) { return nil }
+            if source == Source.settingsFile, ["", "null", "~"].contains(text) { return nil }
             return (text, source)
         }
         if let list = reader.stringArray(forKey: key, isSecret: setting.isSecret) {
@@ -173,6 +173,7 @@ public struct SettingsSources: Sendable {
         static let commandLine = "the command line"
         static let presets = "the presets"
         static let secrets = "the secrets folder"
+        static let settingsFile = "the settings file"
     }
 
     static func values(_ texts: [String: String]) -> [AbsoluteConfigKey: ConfigValue] {
@@ -221,10 +222,8 @@ final class LookupFailures: AccessReporter, Sendable {
     func source(of name: String) -> String { lookups.withLockedValue { $0[name]?.source } ?? "a source" }
     func failure(of name: String) -> String? { lookups.withLockedValue { $0[name]?.failure } }
 
-    static let settingsFile = "the settings file"
-
     static func describe(provider: String, key: String?) -> String {
-        if provider.contains("ReloadingFileProvider") || provider.contains("FileProvider<") { return settingsFile }
+        if provider.contains("ReloadingFileProvider") || provider.contains("FileProvider<") { return SettingsSources.Source.settingsFile }
         if provider.contains(SettingsSources.Source.secrets) { return SettingsSources.Source.secrets }
         if provider.contains("EnvironmentVariablesProvider") { return "the environment" + (key.map { " (\($0))" } ?? "") }
         if provider.contains(SettingsSources.Source.commandLine) { return SettingsSources.Source.commandLine }

@@ -76,7 +76,7 @@ struct BridgeRoutes: Sendable {
         // A scraper's connection idle longer than the API's read timeout is closed, as the API's is.
         return Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.readTimeout.wholeNanoseconds)))),
+            server: .http1(configuration: .init(idleTimeout: .nanoseconds(configuration.readTimeout.wholeNanoseconds))),
             configuration: ApplicationConfiguration(address: .hostname(address, port: listener.port), serverName: "ddp-bridge"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listener.port
