@@ -1,28 +1,38 @@
 # syntax=docker/dockerfile:1
-# ddp-bridge: the self-contained binary made by scripts/package.sh (the Swift runtime linked in,
-# the web console and the HTTP contract built in), on a slim Debian, as a non-root user. The
-# image holds the same binary as the release tarball; nothing is compiled here.
+# ddp-bridge: the static binary made by scripts/package.sh (the Swift runtime, Foundation, glibc,
+# libcrypto and zlib linked in; the web console and the HTTP contract built in), on an empty
+# image, as a non-root user. The image holds the same binary as the release tarball; nothing is
+# compiled here, and there is no shell or package manager in it.
 #
 #   scripts/package.sh && docker build -t ddp-bridge .
 #
 # Configure it with DDP_BRIDGE_* variables, a settings file (DDP_BRIDGE_CONFIG) or mounted
-# secrets (DDP_BRIDGE_SECRETS_DIR=/run/secrets); see `ddp-bridge serve --help`. The base image
-# is a build argument, so the same file builds with a local stand-in where no registry is
-# reachable (scripts/container-check.sh makes one: a minimal Debian root):
+# secrets (DDP_BRIDGE_SECRETS_DIR=/run/secrets); see `ddp-bridge serve --help`. The few files
+# beside the binary are made on BASE_IMAGE, a build argument, so the same file builds with a
+# local stand-in where no registry is reachable (scripts/container-check.sh makes one: a minimal
+# Debian root):
 #
-#   podman build --format docker --build-arg RUNTIME_IMAGE=localhost/ddp-bridge-base:bookworm -t ddp-bridge .
-#
-# The runtime image must be Debian bookworm or later (or a derivative: apt-get, libssl3), as the
-# binary links the system's libcrypto, zlib and glibc.
-ARG RUNTIME_IMAGE=debian:bookworm-slim
+#   podman build --format docker --build-arg BASE_IMAGE=localhost/ddp-bridge-base:bookworm -t ddp-bridge .
+ARG BASE_IMAGE=debian:bookworm-slim
 
-FROM ${RUNTIME_IMAGE}
+# The files the binary reads besides itself: the CA certificates (for a wss:// upstream), the
+# user and group 10001 by name, how host names are looked up, /tmp, and the data folder, owned
+# by the user (COPY --from keeps owners).
+FROM ${BASE_IMAGE} AS files
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libssl3 zlib1g ca-certificates \
+    && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
-    && groupadd --system --gid 10001 ddp \
-    && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin ddp \
-    && install -d -o 10001 -g 10001 -m 0750 /var/lib/ddp-bridge
+    && mkdir -p /rootfs/etc/ssl/certs /rootfs/tmp /rootfs/var/lib/ddp-bridge \
+    && cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/ \
+    && echo 'ddp:x:10001:10001:ddp-bridge:/nonexistent:/sbin/nologin' > /rootfs/etc/passwd \
+    && echo 'ddp:x:10001:' > /rootfs/etc/group \
+    && echo 'hosts: files dns' > /rootfs/etc/nsswitch.conf \
+    && chmod 1777 /rootfs/tmp \
+    && chown 10001:10001 /rootfs/var/lib/ddp-bridge \
+    && chmod 0750 /rootfs/var/lib/ddp-bridge
+
+FROM scratch
+COPY --from=files /rootfs/ /
 COPY dist/ddp-bridge /usr/local/bin/ddp-bridge
 USER 10001:10001
 # The embedded session store (sessions.sqlite, written when DDP_BRIDGE_SESSION_KEY is set)

@@ -172,7 +172,12 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Tracing", package: "swift-distributed-tracing")
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            // The release binary is static: the Swift runtime, Foundation, glibc, libstdc++, zlib
+            // and the system's libcrypto (libssl-dev's libcrypto.a) are linked in, so it runs on any
+            // x86_64 or arm64 Linux with nothing installed, and the image is that file on an empty
+            // base (docs/OPERATIONS.md, "The binary and the image").
+            linkerSettings: [.unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release))]
         ),
         // The benchmark harness (release build: scripts/bench.sh): micro-benchmarks of the hot
         // paths, and SSE, REST and session-scale figures against the in-process DDP server.

@@ -23,7 +23,7 @@ def check(condition, message):
 
 commands = dockerfile.parse_file("Dockerfile")
 stages = [c for c in commands if c.cmd == "FROM"]
-check(len(stages) == 1, "one stage: the packaged binary on the runtime image, nothing compiled")
+check(len(stages) == 2, "two stages: the image's few files made on Debian, then the packaged binary on an empty image")
 final = [c for c in commands if c.start_line > stages[-1].start_line]
 
 # The base images are build arguments (ARG before the first FROM), so local stand-ins can
@@ -42,9 +42,12 @@ def resolve(image):
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: global_args.get(m.group(1) or m.group(2), m.group(0)), image)
 
 
-runtime_image = resolve(stages[-1].value[0])
-check(stages[-1].value[0] == "${RUNTIME_IMAGE}", "the base image is the build argument RUNTIME_IMAGE")
-check(runtime_image == "debian:bookworm-slim", f"the image defaults to debian:bookworm-slim (is {runtime_image})")
+files_image = resolve(stages[0].value[0])
+check(stages[0].value[0] == "${BASE_IMAGE}", "the files stage's base is the build argument BASE_IMAGE")
+check(files_image == "debian:bookworm-slim", f"BASE_IMAGE defaults to debian:bookworm-slim (is {files_image})")
+check(stages[-1].value[0] == "scratch", "the image is the binary on an empty base (FROM scratch): no shell, no libraries")
+check(any(c.cmd == "COPY" and "--from=files" in c.flags and c.value[-1] == "/" for c in final),
+      "the files stage's root is copied in (certificates, user, data folder)")
 check(not any(c.cmd == "RUN" and "swift " in c.value[0] for c in commands), "nothing is built in the image: the binary is scripts/package.sh's")
 users = [c for c in final if c.cmd == "USER"]
 check(users and users[-1].value[0].split(":")[0] not in ("root", "0"), "the runtime runs as a non-root USER")
@@ -60,8 +63,10 @@ for c in final:
 data_dir = env.get("DDP_BRIDGE_DATA_DIR")
 check(data_dir == "/var/lib/ddp-bridge", "DDP_BRIDGE_DATA_DIR is /var/lib/ddp-bridge")
 check(any(c.cmd == "VOLUME" and data_dir in c.value for c in final), "the data folder is a VOLUME")
-check(any(c.cmd == "RUN" and re.search(rf"(install -d -o 10001 .*|chown[^&]*10001[^&]*){re.escape(str(data_dir))}", c.value[0])
-          for c in final), "the data folder is made for uid 10001 (the bridge writes sessions.sqlite there)")
+check(any(c.cmd == "RUN" and re.search(rf"chown 10001:10001 /rootfs{re.escape(str(data_dir))}\b", c.value[0])
+          for c in commands), "the data folder is made for uid 10001 (the bridge writes sessions.sqlite there)")
+check(any(c.cmd == "RUN" and "ca-certificates.crt /rootfs/etc/ssl/certs/" in c.value[0] for c in commands),
+      "the CA certificates are in the image (a wss:// upstream)")
 check(env.get("DDP_BRIDGE_HOST") == "0.0.0.0", "the bridge listens on all of the container's addresses")
 secret = re.compile(r"(PASSWORD|SECRET|TOKEN|API_KEY|PRIVATE_KEY)", re.IGNORECASE)
 for c in commands:

@@ -17,10 +17,11 @@
 # --skip-compose  leave out the podman-compose part
 #
 # The image: scripts/package.sh makes the release binary here (dist/ddp-bridge), and the
-# Dockerfile puts it on RUNTIME_IMAGE. Unset (the default), a local stand-in is made once and
-# kept, as no image registry is reachable on the machines this project is built on:
+# Dockerfile puts it on an empty image, with a few files made on BASE_IMAGE. Unset (the
+# default), a local stand-in for that base is made once and kept, as no image registry is
+# reachable on the machines this project is built on:
 #   localhost/ddp-bridge-base:bookworm   a minimal Debian root (debootstrap --variant=minbase)
-# Where a registry is reachable: RUNTIME_IMAGE=debian:bookworm-slim. REBUILD_BASE_IMAGES=1 makes
+# Where a registry is reachable: BASE_IMAGE=debian:bookworm-slim. REBUILD_BASE_IMAGES=1 makes
 # the stand-in again.
 #
 # podman runs with a containers.conf of its own (CONTAINERS_CONF, written to $STATE_DIR,
@@ -152,13 +153,14 @@ write_conf "$RUNTIME" "$(limit S n 65536):$(limit H n 65536)" "$(limit S u 4096)
 # mode (v1 and v2 mounted at once), where runc works; limits above what this process may set
 # fail with "setrlimit ...: Operation not permitted" (seen with nproc over 32768 here, although
 # the shell's limit is higher); 1024:4096 and 1000:1000, measured to work, are the fallback.
-configure_podman() { # configure_podman IMAGE
-    local limits runtime
+configure_podman() { # configure_podman IMAGE COMMAND... (a command the image has, that exits 0)
+    local limits runtime image=$1
+    shift
     for limits in "$(limit S n 65536):$(limit H n 65536) $(limit S u 4096):$(limit H u 4096)" "1024:4096 1000:1000"; do
         for runtime in $RUNTIMES; do
             # shellcheck disable=SC2086 # two words: nofile and nproc
             write_conf "$runtime" $limits
-            if timeout 60 podman run --rm --entrypoint /bin/true "$1" >/dev/null 2>"$WORK/probe-$runtime.err"; then
+            if timeout 60 podman run --rm --entrypoint "$1" "$image" "${@:2}" >/dev/null 2>"$WORK/probe-$runtime.err"; then
                 RUNTIME=$runtime
                 return 0
             fi
@@ -274,7 +276,7 @@ drive_session() { # drive_session LABEL BASE
 free_gb=$(df -P -BG /var/lib/containers 2>/dev/null | awk 'NR == 2 {print $4 + 0}')
 note "disk: ${free_gb:-?} GB free for podman's storage (a first build with stand-ins takes about 15 GB)"
 if [ "$BUILD" = 1 ]; then
-    if [ -z "${RUNTIME_IMAGE:-}" ]; then make_base_image; RUNTIME_IMAGE=$BASE_TAG; fi
+    if [ -z "${BASE_IMAGE:-}" ]; then make_base_image; BASE_IMAGE=$BASE_TAG; fi
     if [ "$failures" -gt 0 ]; then echo "container check: no base image, $failures FAILED"; exit 1; fi
     # The image holds the release package's binary: made here, on this machine, as a release is.
     note "packaging the binary (scripts/package.sh in $CONTEXT); log: $STATE_DIR/package.log"
@@ -287,9 +289,11 @@ if [ "$BUILD" = 1 ]; then
     fi
 fi
 
-probe_image=${RUNTIME_IMAGE:-$BASE_TAG}
-if [ "$BUILD" = 0 ]; then probe_image=$IMAGE; fi
-if configure_podman "$probe_image"; then
+# The probe runs the base (it has /bin/true), or, with --no-build, the image's own binary.
+probe=("${BASE_IMAGE:-$BASE_TAG}" /bin/true)
+if [ "$BUILD" = 0 ]; then probe=("$IMAGE" /usr/local/bin/ddp-bridge --version); fi
+probe_image=${probe[0]}
+if configure_podman "${probe[@]}"; then
     if [ "$RUNTIME" = runc ] && [ -s "$WORK/probe-crun.err" ]; then
         note "crun: $(grep -v -e syslog -e systemd "$WORK/probe-crun.err" | head -n 1 | cut -c1-100)"
     fi
@@ -307,11 +311,11 @@ if [ "$GIT_COMMIT" != unknown ] && [ -n "$(git -C "$CONTEXT" status --porcelain 
     GIT_COMMIT=$GIT_COMMIT-modified
 fi
 if [ "$BUILD" = 1 ]; then
-    note "building $IMAGE from $CONTEXT (RUNTIME_IMAGE=$RUNTIME_IMAGE, the binary of commit $GIT_COMMIT); log: $STATE_DIR/build.log"
+    note "building $IMAGE from $CONTEXT (BASE_IMAGE=$BASE_IMAGE, the binary of commit $GIT_COMMIT); log: $STATE_DIR/build.log"
     old_id=$(podman image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null)
     started=$SECONDS
     if timeout "$BUILD_TIMEOUT" podman build --format docker --layers --runtime "$RUNTIME" \
-        --build-arg "RUNTIME_IMAGE=$RUNTIME_IMAGE" \
+        --build-arg "BASE_IMAGE=$BASE_IMAGE" \
         -t "$IMAGE" "$CONTEXT" >"$STATE_DIR/build.log" 2>&1; then
         pass "podman build of the Dockerfile ($((SECONDS - started)) s)"
     else
@@ -368,8 +372,9 @@ timeout 60 podman rm -f -v -t 0 "$RUN_ID-alone" >/dev/null 2>&1
 run --name "$RUN_ID-upstream" "$IMAGE" demo-server --host 0.0.0.0 --port 3000 --toggle
 # Containers find each other by name (the bridge's upstream below is the name): with the CNI
 # backend only with the dnsname plugin.
-resolved=$(timeout 60 podman run --rm --network "$NETWORK" --entrypoint getent "$IMAGE" hosts "$RUN_ID-upstream" 2>/dev/null | awk '{print $1}')
-check "a container name resolves on the check's network (${BACKEND:-unknown} backend): $RUN_ID-upstream is ${resolved:-not found}" test -n "$resolved"
+# The image has no shell or getent: its own `check` looks the name up and connects.
+resolved=$(timeout 60 podman run --rm --network "$NETWORK" "$IMAGE" check --upstream "ws://$RUN_ID-upstream:3000/websocket" --timeout 20 2>&1 | grep -m 1 'connected to')
+check "a container name resolves on the check's network (${BACKEND:-unknown} backend): ${resolved:-$RUN_ID-upstream not reached}" test -n "$resolved"
 PORT=$(free_port)
 SESSION_KEY=$(openssl rand -hex 32)
 BRIDGE_ENV=(-e "DDP_BRIDGE_UPSTREAM=ws://$RUN_ID-upstream:3000/websocket" -e "DDP_BRIDGE_SESSION_KEY=$SESSION_KEY")
@@ -393,7 +398,9 @@ build_info=$(curl -s --max-time 10 "$BASE/metrics" | grep '^ddp_bridge_build_inf
 commit=$(echo "$version" | sed -E 's/.*\(commit ([^)]*)\).*/\1/')
 check "ddp_bridge_build_info of the running container names the commit $commit (${build_info:-none})" \
     sh -c "echo '$build_info' | grep -qF 'commit=\"$commit\"'"
-stored=$(timeout 30 podman exec "$RUN_ID-bridge" sh -c 'ls -ln "$DDP_BRIDGE_DATA_DIR"' 2>/dev/null | awk '/sessions.sqlite$/ {print $3 ":" $5}')
+# Read from the host: the image has no shell.
+volume_dir=$(podman volume inspect -f '{{.Mountpoint}}' "$RUN_ID-data" 2>/dev/null)
+stored=$(ls -ln "$volume_dir" 2>/dev/null | awk '/sessions.sqlite$/ {print $3 ":" $5}')
 check "sessions.sqlite written to the data volume by uid 10001 (${stored:-none})" sh -c "echo '$stored' | grep -q '^10001:'"
 
 # SIGTERM with a stream open: the bridge refuses new sessions, gives requests in flight its

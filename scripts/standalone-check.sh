@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The release package on a machine with nothing else: a minimal Debian root (debootstrap
-# --variant=minbase, plus libssl3; no Swift, no checkout), made once and kept, gets only the
+# --variant=minbase; no Swift, no libcrypto, no checkout), made once and kept, gets only the
 # tarball from scripts/package.sh. Inside it (chroot, sharing this machine's loopback) the
 # package's checksum holds, the binary starts the demo from a folder with no files, serves the web
 # console built into it, the contract, /healthz and /readyz, `ddp-bridge probe` (the image's health
 # check) says healthy, and `ddp-bridge check` passes against the demo's DDP server, logged in and
-# subscribed. Each check prints PASS or FAIL; the exit status
+# subscribed. Then the binary alone, in a root holding nothing but itself (and /proc), runs and
+# reaches the demo. Each check prints PASS or FAIL; the exit status
 # is 1 if any failed. Needs root (chroot); loopback only; every wait bounded.
 #
 #   scripts/standalone-check.sh [TARBALL]      (default: the newest dist/ddp-bridge-*.tar.gz)
@@ -39,7 +40,9 @@ if [ -e "$ROOT" ] && { [ "$(stat -c %u "$ROOT")" != 0 ] || [ -n "$(find "$ROOT" 
     echo "standalone-check: $ROOT is not root's alone (owner $(stat -c %U "$ROOT"), mode $(stat -c %a "$ROOT")); remove it or set STANDALONE_ROOT" >&2
     exit 1
 fi
-if [ "${REBUILD_ROOT:-0}" = 1 ] || [ ! -e "$ROOT/.ddp-bridge-root" ]; then
+# (The marker names the root's recipe: a root made by an older recipe, with libssl3, is made again.)
+marker="$ROOT/.ddp-bridge-root-minbase"
+if [ "${REBUILD_ROOT:-0}" = 1 ] || [ ! -e "$marker" ]; then
     ensure_packages debootstrap
     # A /proc left mounted by an interrupted run is unmounted first, and rm stays on this file system.
     umount "$ROOT/proc" 2>/dev/null || true
@@ -47,7 +50,7 @@ if [ "${REBUILD_ROOT:-0}" = 1 ] || [ ! -e "$ROOT/.ddp-bridge-root" ]; then
     . /etc/os-release
     echo "standalone-check: making a minimal Debian $VERSION_CODENAME root in $ROOT"
     debootstrap_log=$(mktemp)
-    if ! debootstrap --variant=minbase --include=libssl3 "$VERSION_CODENAME" "$ROOT" "$DEBIAN_MIRROR" > "$debootstrap_log" 2>&1; then
+    if ! debootstrap --variant=minbase "$VERSION_CODENAME" "$ROOT" "$DEBIAN_MIRROR" > "$debootstrap_log" 2>&1; then
         tail -n 20 "$debootstrap_log" >&2
         echo "standalone-check: debootstrap failed" >&2
         exit 1
@@ -56,7 +59,7 @@ if [ "${REBUILD_ROOT:-0}" = 1 ] || [ ! -e "$ROOT/.ddp-bridge-root" ]; then
     rm -rf "$ROOT/var/cache/apt/archives/"*.deb "$ROOT/usr/share/doc" "$ROOT/usr/share/man"
     rm -f "$debootstrap_log"
     chmod 0755 "$ROOT"
-    touch "$ROOT/.ddp-bridge-root"
+    touch "$marker"
 fi
 [ "$root_only" = 0 ] || exit 0
 
@@ -76,11 +79,18 @@ check "the package unpacks" $?
 inside sh -c 'command -v swift || ls /opt/swift /usr/lib/swift' >/dev/null 2>&1
 [ $? != 0 ]
 check "the root has no Swift" $?
+inside sh -c 'ls /lib/*/libcrypto.so* /usr/lib/*/libcrypto.so*' >/dev/null 2>&1
+[ $? != 0 ]
+check "the root has no libcrypto (the binary carries its own)" $?
 bin=/opt/$name/ddp-bridge
 
 output=$(mktemp)
 # From / (no console files anywhere near), on free ports.
-chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/nonexistent sh -c "cd / && exec $bin demo --port 0 --ddp-port 0" > "$output" 2>&1 &
+# Sessions kept in the data folder, sealed with a session key (AES-GCM by the libcrypto built in).
+rm -rf "$ROOT/var/tmp/ddp-bridge-data"
+key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/nonexistent DDP_BRIDGE_SESSION_KEY="$key" sh -c \
+    "cd / && exec $bin demo --port 0 --ddp-port 0 --data-dir /var/tmp/ddp-bridge-data" > "$output" 2>&1 &
 demo=$!
 # The demo is stopped, within 15 s (then killed), before /proc is unmounted.
 stop_demo() {
@@ -113,7 +123,7 @@ if [ -n "$bridge" ]; then
     curl -fsS --max-time 5 "$bridge/healthz" >/dev/null
     check "GET /healthz" $?
     ready=1
-    for _ in $(seq 1 50); do curl -fsS --max-time 2 "$bridge/readyz" >/dev/null 2>&1 && { ready=0; break; }; sleep 0.1; done
+    for _ in $(seq 1 150); do curl -fsS --max-time 2 "$bridge/readyz" >/dev/null 2>&1 && { ready=0; break; }; sleep 0.1; done
     check "GET /readyz: the demo's upstream is up" $ready
     port=${bridge##*:}
     inside "$bin" probe --port "$port" >/dev/null 2>&1
@@ -124,6 +134,20 @@ if [ -n "$bridge" ]; then
     said=$(inside "$bin" check --upstream "$upstream" --username alice --password secret --publication tasks --timeout 10 2>&1)
     check "ddp-bridge check passes against the demo's DDP server" $? "$said"
     echo "$said" | sed 's/^/    /'
+    session=$(curl -sS --max-time 10 -X POST "$bridge/v1/sessions" -H 'content-type: application/json' \
+        -d '{"username":"alice","password":"secret"}' -w ' %{http_code}' || true)
+    sealed=$(chroot "$ROOT" sh -c 'ls /var/tmp/ddp-bridge-data/sessions.sqlite' 2>/dev/null)
+    [ "${session##* }" = 201 ] && [ -n "$sealed" ]
+    check "a session is kept, sealed with the session key, in the data folder (${session##* }, ${sealed:-no store})" $?
+    # The binary alone: a root with nothing but the file and /proc (no libc, no shell, no /etc).
+    empty=$(mktemp -d /var/tmp/ddp-bridge-empty-root.XXXXXX)
+    cp "$ROOT$bin" "$empty/ddp-bridge" && mkdir "$empty/proc" && mount -t proc proc "$empty/proc"
+    version=$(chroot "$empty" /ddp-bridge --version 2>&1)
+    check "the binary alone, in a root holding nothing else, runs (--version: $version)" $?
+    chroot "$empty" /ddp-bridge probe --port "$port" >/dev/null 2>&1
+    check "the binary alone reaches the demo (probe)" $?
+    umount "$empty/proc" 2>/dev/null
+    rm -rf --one-file-system "$empty"
 fi
 echo "standalone-check: $passed passed, $failed failed"
 [ "$failed" = 0 ]
