@@ -18,24 +18,26 @@ public enum BridgeApplication {
         onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in },
         onMetricsListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> (application: Application<RouterResponder<BridgeRequestContext>>, registry: SessionRegistry) {
-        let registry = SessionRegistry(configuration: configuration, runtime: runtime, logger: logger)
+        let registry = SessionRegistry(settings: configuration.registrySettings, runtime: runtime, logger: logger)
         // The commonest slip: the app's own address, without the path Meteor serves DDP at.
         if let suggested = UpstreamFailure.websocketURL(suggestedFor: configuration.upstream) {
             logger.notice(
                 "the upstream URL's path is not /websocket, where Meteor serves DDP",
                 metadata: ["upstream": "\(configuration.upstream)", "suggested": "\(suggested)"])
         }
-        let probe = ReadinessProbe(configuration: configuration, runtime: runtime, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
+        let probe = ReadinessProbe(
+            upstream: configuration.upstreamSettings, runtime: runtime, logger: logger, metrics: registry.metrics, pacer: registry.pacer)
         let router = Router(context: BridgeRequestContext.self, options: .autoGenerateHeadEndpoints)
         let fanout = PublicFanout(
-            configuration: configuration, runtime: runtime, logger: logger, metrics: registry.metrics, pacer: registry.pacer, budget: registry.budget,
+            settings: configuration.publicFanoutSettings, runtime: runtime, logger: logger, metrics: registry.metrics, pacer: registry.pacer,
+            budget: registry.budget,
             streams: registry.liveStreams)
         // The soft open-file limit (often 1024) up to the hard one, before the connection limit is derived from it.
         let files = ConnectionAdmission.raiseOpenFileLimit()
         if files.after > files.before {
             logger.info("raised the open-file limit", metadata: ["from": "\(files.before)", "to": "\(files.after)"])
         }
-        let admission = ConnectionAdmission(configuration: configuration, budget: registry.budget) {
+        let admission = ConnectionAdmission(limits: configuration.admissionLimits, budget: registry.budget) {
             registry.count + fanout.connectionCount + 1  // sessions, the public pool, the readiness probe
         }
         logger.info(
@@ -50,14 +52,15 @@ public enum BridgeApplication {
                 take: { [registry] client throws(BridgeError) in try registry.takeMCPPlace(for: client) },
                 release: { [registry] in registry.releaseMCPPlace(for: $0) }
             ))
-        let routes = BridgeRoutes(registry: registry, probe: probe, fanout: fanout, admission: admission, mcp: mcp)
+        let routes = BridgeRoutes(
+            settings: configuration.routeSettings, registry: registry, probe: probe, fanout: fanout, admission: admission, mcp: mcp)
         let ownOrigins = OwnOrigins(configured: configuration.publicOrigins)
         router.middlewares.add(RequestTracing())
         router.middlewares.add(RequestMetricsMiddleware(metrics: registry.metrics))
         if !configuration.corsOrigins.isEmpty { router.middlewares.add(CORSGate(origins: Set(configuration.corsOrigins))) }
         router.middlewares.add(SecurityHeadersMiddleware())
         router.middlewares.add(ErrorShapeMiddleware(clock: runtime.clock))
-        router.middlewares.add(RequestHygieneMiddleware(configuration: configuration, own: ownOrigins))
+        router.middlewares.add(RequestHygieneMiddleware(settings: configuration.hygieneSettings, own: ownOrigins))
         if let console = ConsoleFiles.middleware(configuration.console, logger: logger) {
             // Innermost: a path no route takes is looked up among the console's files.
             router.middlewares.add(console)

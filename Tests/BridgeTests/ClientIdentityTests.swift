@@ -35,7 +35,7 @@ import Testing
         var configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:1/websocket")
         configuration.maxConnections = 100
         configuration.maxConnectionsPerAddress = 2
-        let admission = ConnectionAdmission(configuration: configuration, budget: MemoryBudget(configuration: configuration)) { 0 }
+        let admission = ConnectionAdmission(limits: configuration.admissionLimits, budget: MemoryBudget(configuration.memoryBudgetSettings)) { 0 }
         #expect(admission.admit("2001:db8:1:2::1") == .admitted)
         #expect(admission.admit("2001:db8:1:2::2") == .admitted)
         #expect(admission.admit("2001:db8:1:2::3") == .tooManyFromAddress)

@@ -265,9 +265,9 @@ import Testing
     static func session(_ owner: Session.Owner, loop: EmbeddedEventLoop) -> Session {
         let configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:9/websocket")
         return Session(
-            owner: owner, configuration: configuration, runtime: BridgeRuntime(eventLoopGroup: loop), logger: Logger(label: "test"),
-            metrics: BridgeMetrics(),
-            budget: MemoryBudget(configuration: configuration))
+            owner: owner, settings: configuration.sessionSettings, limits: configuration.userSessionLimits,
+            runtime: BridgeRuntime(eventLoopGroup: loop), logger: Logger(label: "test"), metrics: BridgeMetrics(),
+            budget: MemoryBudget(configuration.memoryBudgetSettings))
     }
 
     static func counts(_ session: Session) -> (feeds: Int, streams: Int) {

@@ -20,7 +20,7 @@ import Testing
     @Test func anAdmittedConnectionGetsTheFrontDoorAfterTheConnectionStateHandler() throws {
         var configuration = BridgeConfiguration(upstream: "ws://127.0.0.1:1/websocket")
         configuration.maxConnectionsPerAddress = 1
-        let admission = ConnectionAdmission(configuration: configuration, budget: MemoryBudget(configuration: configuration)) { 0 }
+        let admission = ConnectionAdmission(limits: configuration.admissionLimits, budget: MemoryBudget(configuration.memoryBudgetSettings)) { 0 }
         let child = BridgeChildChannel(
             admission: admission, refused: { _ in }, idleTimeout: .seconds(30), rooms: FrontDoor.Rooms.inert)
         let admitted = EmbeddedChannel()

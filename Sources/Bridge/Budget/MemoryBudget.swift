@@ -41,11 +41,21 @@ final class MemoryBudget: Sendable {
         self.anonymousShare = max(0, min(anonymousShare, addressShare))
     }
 
-    convenience init(configuration: BridgeConfiguration) {
-        let limit = configuration.memoryBudget ?? Self.defaultLimit(memory: Self.memoryLimit())
+    /// The part of the configuration the budget is made from.
+    struct Settings: Sendable, Equatable {
+        /// Bytes in all (`--memory-budget`); `nil`: half of the cgroup's memory limit, or of the
+        /// machine's memory.
+        var limit: Int?
+        /// Percent of the limit one address may hold, and one whose sessions are anonymous.
+        var addressPercent: Double
+        var anonymousPercent: Double
+    }
+
+    convenience init(_ settings: Settings) {
+        let limit = settings.limit ?? Self.defaultLimit(memory: Self.memoryLimit())
         self.init(
-            limit: limit, addressShare: Self.share(limit, percent: configuration.memoryShareAddress),
-            anonymousShare: Self.share(limit, percent: configuration.memoryShareAnonymous))
+            limit: limit, addressShare: Self.share(limit, percent: settings.addressPercent),
+            anonymousShare: Self.share(limit, percent: settings.anonymousPercent))
     }
 
     static func share(_ limit: Int, percent: Double) -> Int {

@@ -38,7 +38,7 @@ extension BridgeRoutes {
         // The scan runs outside the actor.
         let collection = await session.client.collection(name, indexing: query.fieldToIndex.map { [$0] } ?? [])
         let (documents, count) = try await query.run(
-            on: collection, budget: QueryBudget(time: configuration.queryTimeBudget, clock: runtime.clock))
+            on: collection, budget: QueryBudget(time: settings.queryTimeBudget, clock: runtime.clock))
         // An empty answer says whether it means anything: a collection the session holds no
         // document of (a typo, or nothing subscribed yet) is named as such.
         var absent: AbsentCollection?
@@ -83,7 +83,7 @@ extension BridgeRoutes {
         try DocumentQuery(
             selector: RequestInput.query(request, "selector"), sort: RequestInput.query(request, "sort"), skip: RequestInput.query(request, "skip"),
             limit: RequestInput.query(request, "limit"), fields: RequestInput.query(request, "fields"),
-            defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
+            limits: settings.queryLimits)
     }
 
     /// `GET /v1/collections/{name}/{id}`: one document with its `_id`; 404 when the session does not hold it.
@@ -106,7 +106,7 @@ extension BridgeRoutes {
     /// Meteor-style id, predictable from the call's `randomSeed`.
     @Sendable func insertDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
-        guard let document = try await RequestInput.objectBody(request, limit: configuration.maxBodySize) else {
+        guard let document = try await RequestInput.objectBody(request, limit: settings.maxBodySize) else {
             throw BridgeError.badRequest("the body must be the document to insert, a JSON object")
         }
         if let id = document["_id"] {
@@ -129,7 +129,7 @@ extension BridgeRoutes {
     @Sendable func updateDocument(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let name = try collectionName(context)
         let id = try documentID(context)
-        let modifier = try Self.modifier(try await RequestInput.objectBody(request, limit: configuration.maxBodySize))
+        let modifier = try Self.modifier(try await RequestInput.objectBody(request, limit: settings.maxBodySize))
         let session = try await session(request, context)
         return Reply.json(["updated": .int(try await update(id, in: name, with: modifier, of: session))])
     }
@@ -174,13 +174,13 @@ extension BridgeRoutes {
     /// Calls `/{name}/{op}`, falling back to Meteor 3's `/{name}/{op}Async` when only that exists.
     private func collectionCall(_ session: Session, _ name: String, _ op: String, _ params: [EJSON], randomSeed: String? = nil) async throws -> EJSON?
     {
-        try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+        try await session.waitUntilConnected(timeout: settings.connectTimeout)
         let options = MethodOptions(randomSeed: randomSeed)
         let method = "/\(name)/\(op)"
         do {
-            return try await session.client.call(method, params: params, options: options, timeout: configuration.requestTimeout)
+            return try await session.client.call(method, params: params, options: options, timeout: settings.requestTimeout)
         } catch let error as DDPError where error.isMethodNotFound(method) {
-            return try await session.client.call(method + "Async", params: params, options: options, timeout: configuration.requestTimeout)
+            return try await session.client.call(method + "Async", params: params, options: options, timeout: settings.requestTimeout)
         }
     }
 

@@ -30,7 +30,7 @@ extension BridgeRoutes {
         let owned = try query.subscription()
         var subscription: SubscriptionInfo?
         if let owned {
-            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+            try await session.waitUntilConnected(timeout: settings.connectTimeout)
             // A live stream attaches once its subscription is ready, and so starts from the log as
             // it was before subscribing: the subscription's documents and every change made while
             // it got ready reach the stream (they were lost, and `curl -N` of a publication showed
@@ -38,7 +38,7 @@ extension BridgeRoutes {
             // log gives a reset and a snapshot. A live query cannot replay and starts as it did.
             if start.isLive, filter.selector == nil { start = .resume(after: session.logPosition()) }
             subscription = try await session.subscribe(
-                owned.name, params: owned.params, wait: true, timeout: configuration.requestTimeout, transient: true)
+                owned.name, params: owned.params, wait: true, timeout: settings.requestTimeout, transient: true)
         }
         let ownedID = subscription?.id
         let stream = makeStream(filter, counters: registry.metrics.sessionStreams, on: context.channel.eventLoop)
@@ -105,7 +105,7 @@ extension BridgeRoutes {
     /// A stream with the bridge's buffer limit, stall timeout and clock, on its connection's loop.
     func makeStream(_ filter: StreamFilter, counters: StreamCounters, on loop: any EventLoop) -> EventStream {
         EventStream(
-            filter: filter, limit: configuration.streamBufferLimit, loop: loop, stallTimeout: configuration.streamStallTimeout,
+            filter: filter, limit: settings.streamBufferLimit, loop: loop, stallTimeout: settings.streamStallTimeout,
             clock: runtime.clock, counters: counters)
     }
 
@@ -122,7 +122,7 @@ extension BridgeRoutes {
         SecurityHeadersMiddleware.add(to: &fields)
         return LoopStream(
             stream: stream, head: HTTPResponse(status: .ok, headerFields: fields),
-            body: ByteBuffer(bytes: SSEFrame.retry(milliseconds: configuration.streamRetryMilliseconds)), route: route)
+            body: ByteBuffer(bytes: SSEFrame.retry(milliseconds: settings.streamRetryMilliseconds)), route: route)
     }
 
     /// A stream request on the loop (``FrontDoor``, which has checked its target): the public or
@@ -173,7 +173,7 @@ extension BridgeRoutes {
     func sseResponse(_ stream: EventStream, _ request: Request, _ context: BridgeRequestContext, finally: @escaping @Sendable () -> Void)
         -> Response
     {
-        let retry = configuration.streamRetryMilliseconds
+        let retry = settings.streamRetryMilliseconds
         let done = LockedState(false)
         let finish: @Sendable () -> Void = {
             let first = done.withLock { done in

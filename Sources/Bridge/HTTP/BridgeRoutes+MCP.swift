@@ -20,7 +20,7 @@ extension BridgeRoutes {
     @Sendable func mcpPost(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let body: EJSON?
         do {
-            body = try await RequestInput.body(request, limit: configuration.maxBodySize)
+            body = try await RequestInput.body(request, limit: settings.maxBodySize)
         } catch let error as BridgeError where error.code == .badRequest {
             return Self.mcpFault(MCPProtocol.Fault(code: MCPProtocol.Fault.parseError, message: error.reason), status: .badRequest)
         }
@@ -172,7 +172,7 @@ extension BridgeRoutes {
     ) async throws -> Response {
         if owner != nil { _ = try await session(request, context) }
         let version = MCPProtocol.negotiate(params["protocolVersion"]?.stringValue)
-        let address = RequestInput.clientKey(request, context, configuration: configuration)
+        let address = settings.clients.key(request, context)
         let sessionID: String
         do {
             sessionID = try mcp.open(owner: owner, address: address, version: version, now: runtime.clock.now)
@@ -211,7 +211,7 @@ extension BridgeRoutes {
     {
         switch method {
         case "ping": return [:]
-        case "tools/list": return configuration.mcpTools.list(signedIn: signedIn)
+        case "tools/list": return settings.mcpTools.list(signedIn: signedIn)
         case "tools/call":
             guard let name = params["name"]?.stringValue else { throw MCPProtocol.Fault.invalidParams("tools/call needs the tool's \"name\"") }
             let arguments: EJSONObject
@@ -220,7 +220,7 @@ extension BridgeRoutes {
             case .object(let o)?: arguments = o
             case let other?: throw MCPProtocol.Fault.invalidParams("\"arguments\" must be an object, not \(other.typeName)")
             }
-            guard let tool = configuration.mcpTools.tool(named: name, signedIn: signedIn) else {
+            guard let tool = settings.mcpTools.tool(named: name, signedIn: signedIn) else {
                 throw MCPProtocol.Fault.invalidParams(
                     signedIn ? "Unknown tool: \(name)" : "Unknown tool: \(name) (signed out, only the public tools are offered)")
             }
@@ -267,7 +267,7 @@ extension BridgeRoutes {
                 case .query(let collection, let query):
                     let documentQuery = try DocumentQuery(
                         selector: query["selector"], sort: query["sort"], skip: query["skip"], limit: query["limit"], fields: query["fields"],
-                        defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
+                        limits: settings.queryLimits)
                     bytes = try await answer(documentQuery, on: collection, of: session).body
                 }
             } catch let error as BridgeError where error.status == .notFound {
@@ -312,7 +312,7 @@ extension BridgeRoutes {
     private func mcpRun(_ tool: MCPToolCatalog.Tool, _ arguments: MCPArguments, _ request: Request, _ context: BridgeRequestContext)
         async throws -> EJSON
     {
-        let address = RequestInput.clientKey(request, context, configuration: configuration)
+        let address = settings.clients.key(request, context)
         switch tool {
         case .builtin(.listPublicPublications):
             return ["publications": fanout.publications.ejson]
@@ -321,7 +321,7 @@ extension BridgeRoutes {
             try fanout.publications.check(name)
             let params = try arguments.array("params").arrayValue ?? []
             try fanout.publications.check(name, params)
-            let query = try arguments.documentQuery(configuration)
+            let query = try arguments.documentQuery(settings.queryLimits)
             return try MCPToolResult.decoded(
                 try await publicAnswer(query, on: try arguments.string("collection"), of: name, params, from: address))
         default:
@@ -353,14 +353,14 @@ extension BridgeRoutes {
         case .builtin(.listCollections):
             return ["collections": await collectionList(session)]
         case .builtin(.query):
-            let query = try arguments.documentQuery(configuration)
+            let query = try arguments.documentQuery(settings.queryLimits)
             return try MCPToolResult.decoded(try await answer(query, on: try arguments.string("collection"), of: session).body)
         case .builtin(.getDocument):
             let body = try await document(try arguments.documentID("id"), in: try arguments.string("collection"), of: session)
             return try MCPToolResult.decoded(Array(body.readableBytesView))
         case .builtin(.subscribe):
             let item = try parseSubscription(["name": .string(try arguments.string("name")), "params": try arguments.array("params")])
-            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+            try await session.waitUntilConnected(timeout: settings.connectTimeout)
             let info = try await session.subscribe(item.name, params: item.params, wait: true, timeout: item.timeout)
             await registry.save(session)
             return info.ejson
@@ -385,12 +385,12 @@ extension BridgeRoutes {
             return ["removed": .int(try await remove(try arguments.documentID("id"), from: try arguments.string("collection"), of: session))]
         case .builtin(.callMethod):
             let result = try await invoke(
-                try arguments.string("name"), try arguments.array("params").arrayValue ?? [], on: session, timeout: configuration.requestTimeout,
+                try arguments.string("name"), try arguments.array("params").arrayValue ?? [], on: session, timeout: settings.requestTimeout,
                 from: address)
             return ["result": result ?? .null]
         case .method(let method):
             let result = try await invoke(
-                method.method, MCPToolCatalog.params(method, arguments.values), on: session, timeout: configuration.requestTimeout, from: address)
+                method.method, MCPToolCatalog.params(method, arguments.values), on: session, timeout: settings.requestTimeout, from: address)
             return ["result": result ?? .null]
         }
     }

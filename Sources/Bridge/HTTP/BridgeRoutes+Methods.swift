@@ -13,7 +13,7 @@ extension BridgeRoutes {
         let name = context.parameters.getCatchAll().joined(separator: "/").percentDecoded ?? ""
         guard !name.isEmpty else { throw BridgeError.badRequest("a method name is needed: POST /v1/methods/{name}") }
         let params: [EJSON]
-        switch try await RequestInput.body(request, limit: configuration.maxBodySize) {
+        switch try await RequestInput.body(request, limit: settings.maxBodySize) {
         case nil: params = []
         case .array(let list)?: params = list
         case let other?: throw BridgeError.badRequest("the body must be a JSON array of method parameters, not \(other.typeName)")
@@ -24,12 +24,12 @@ extension BridgeRoutes {
         case "result": completion = .result
         case let other?: throw BridgeError.badRequest("wait must be 'result' or 'updated', got '\(other)'")
         }
-        let timeout = try RequestInput.duration(request, "timeout", default: configuration.requestTimeout, max: configuration.maxRequestTimeout)
+        let timeout = try RequestInput.duration(request, "timeout", default: settings.requestTimeout, max: settings.maxRequestTimeout)
         let atMostOnce = try RequestInput.flag(request, "atMostOnce") ?? false
         let session = try await session(request, context)
         let result = try await invoke(
             name, params, on: session, until: completion, timeout: timeout, given: RequestInput.query(request, "timeout") != nil,
-            atMostOnce: atMostOnce, from: RequestInput.clientKey(request, context, configuration: configuration))
+            atMostOnce: atMostOnce, from: settings.clients.key(request, context))
         return Reply.json(["result": result ?? .null])
     }
 
@@ -41,7 +41,7 @@ extension BridgeRoutes {
         given: Bool = false, atMostOnce: Bool = false, from address: ClientKey
     ) async throws -> EJSON? {
         if ["login", "createUser"].contains(name) { try Self.refuseLoginIfKeyed(session) }
-        try await session.waitUntilConnected(timeout: min(timeout, configuration.connectTimeout))
+        try await session.waitUntilConnected(timeout: min(timeout, settings.connectTimeout))
         let started = runtime.clock.now
         defer { registry.metrics.methodDuration.recordNanoseconds((runtime.clock.now - started).wholeNanoseconds) }
         let call = {
@@ -55,7 +55,7 @@ extension BridgeRoutes {
                 }
             } catch let error as DDPClientError where error.code == .timedOut {
                 throw BridgeError.timedOut(
-                    "the method '\(name)'", after: timeout, given: given, setting: "--request-timeout", most: configuration.maxRequestTimeout)
+                    "the method '\(name)'", after: timeout, given: given, setting: "--request-timeout", most: settings.maxRequestTimeout)
             }
         }
         let before = session.loginToken

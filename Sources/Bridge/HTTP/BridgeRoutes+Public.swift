@@ -20,7 +20,7 @@ extension BridgeRoutes {
     @Sendable func publicEvents(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let query = try StreamQuery(request)
         let opening = try publicStreamOpening(query)
-        let address = RequestInput.clientKey(request, context, configuration: configuration)
+        let address = settings.clients.key(request, context)
         if let reader = readAtOnce(opening, from: address, on: context.channel.eventLoop) {
             return sseResponse(reader.stream, request, context, finally: reader.finally)
         }
@@ -60,8 +60,7 @@ extension BridgeRoutes {
         let route = "/v1/public/events"
         let opening: PublicStreamOpening
         do { opening = try publicStreamOpening(query) } catch { return .refuse(ProbeAnswer(error), route: route) }
-        let address = configuration.clientKey(
-            RequestInput.clientAddress(head.headerFields, peer: channel.remoteAddress, configuration: configuration))
+        let address = settings.clients.key(settings.clients.address(head.headerFields, peer: channel.remoteAddress))
         guard let reader = readAtOnce(opening, from: address, on: channel.eventLoop) else { return .route }
         return .stream(loopStream(reader.stream, on: channel, route: route, finally: reader.finally))
     }
@@ -129,7 +128,7 @@ extension BridgeRoutes {
         let collectionName = try collectionName(context)
         let (name, params) = try publicSubscription(try StreamQuery(request))
         let query = try documentQuery(request)
-        let address = RequestInput.clientKey(request, context, configuration: configuration)
+        let address = settings.clients.key(request, context)
         let bytes = try await publicAnswer(query, on: collectionName, of: name, params, from: address)
         let tag = "\"" + SHA256Digest.hex(bytes: bytes).prefix(32) + "\""
         let headers = publicHeaders(tag)
@@ -150,7 +149,7 @@ extension BridgeRoutes {
         defer { fanout.release(session, id) }
         let collection = await session.client.collection(collectionName, indexing: query.fieldToIndex.map { [$0] } ?? [])
         let (documents, count) = try await query.run(
-            on: collection, budget: QueryBudget(time: configuration.queryTimeBudget, clock: runtime.clock))
+            on: collection, budget: QueryBudget(time: settings.queryTimeBudget, clock: runtime.clock))
         var absent: AbsentCollection?
         if collection == nil {
             // The names leave the actor as they are; they are sorted outside it, off its loop.
@@ -164,11 +163,11 @@ extension BridgeRoutes {
     private func publicHeaders(_ tag: String) -> HTTPFields {
         var headers: HTTPFields = [
             .eTag: tag,
-            .cacheControl: configuration.publicMaxAge > 0 ? "public, max-age=\(configuration.publicMaxAge)" : "public, no-cache"
+            .cacheControl: settings.publicMaxAge > 0 ? "public, max-age=\(settings.publicMaxAge)" : "public, no-cache"
         ]
         // With CORS on, the answer's Access-Control headers depend on the Origin: a shared cache
         // must keep one copy per origin, or it serves one origin's CORS answer to another.
-        if !configuration.corsOrigins.isEmpty { headers[.vary] = "Origin" }
+        if !settings.corsOrigins.isEmpty { headers[.vary] = "Origin" }
         return headers
     }
 

@@ -7,17 +7,17 @@ import Hummingbird
 extension BridgeRoutes {
     /// `POST /v1/sessions`: anonymous, or logged in with a password, a resume token or a raw login payload.
     @Sendable func createSession(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize)
+        let body = try await RequestInput.objectBody(request, limit: settings.maxBodySize)
         let loginRequest = try body.flatMap(Self.loginRequest)
-        let address = RequestInput.clientAddress(request, context, configuration: configuration)
-        try registry.checkSessionRate(configuration.clientKey(address))
+        let address = settings.clients.address(request, context)
+        try registry.checkSessionRate(settings.clients.key(address))
         let (session, token) = try registry.create(clientAddress: address)
         do {
-            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+            try await session.waitUntilConnected(timeout: settings.connectTimeout)
             var out: EJSONObject = ["token": .string(token), "userId": nil, "loginToken": nil, "tokenExpires": nil]
             if let loginRequest {
-                let result = try await registry.login(from: configuration.clientKey(address)) {
-                    try await session.login(loginRequest, timeout: configuration.requestTimeout)
+                let result = try await registry.login(from: settings.clients.key(address)) {
+                    try await session.login(loginRequest, timeout: settings.requestTimeout)
                 }
                 out.merge(Self.loginFields(result))
             }
@@ -38,7 +38,7 @@ extension BridgeRoutes {
             "userId": session.userID.map(EJSON.string) ?? .null,
             "subscriptions": .array(session.subscriptions.map(\.ejson)),
             "createdAt": .string(session.createdAt.formatted(.iso8601)),
-            "idleTimeout": .int(Int(truncatingIfNeeded: configuration.sessionIdleTimeout.wholeSeconds))
+            "idleTimeout": .int(Int(truncatingIfNeeded: settings.sessionIdleTimeout.wholeSeconds))
         ])
     }
 
@@ -51,16 +51,16 @@ extension BridgeRoutes {
 
     /// `POST /v1/session/login`.
     @Sendable func login(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        guard let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize), let loginRequest = try Self.loginRequest(body)
+        guard let body = try await RequestInput.objectBody(request, limit: settings.maxBodySize), let loginRequest = try Self.loginRequest(body)
         else {
             throw BridgeError.badRequest("the body must hold {\"username\" or \"email\", \"password\"}, {\"resume\": token} or {\"login\": payload}")
         }
         let session = try await session(request, context)
         try Self.refuseLoginIfKeyed(session)
         let result = try await registry.login(
-            from: session.user?.key ?? RequestInput.clientKey(request, context, configuration: configuration)
+            from: session.user?.key ?? settings.clients.key(request, context)
         ) {
-            try await session.login(loginRequest, timeout: configuration.requestTimeout)
+            try await session.login(loginRequest, timeout: settings.requestTimeout)
         }
         await registry.save(session)
         return Reply.json(.object(Self.loginFields(result)))
@@ -69,7 +69,7 @@ extension BridgeRoutes {
     /// `POST /v1/session/logout`.
     @Sendable func logout(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let session = try await session(request, context)
-        try await session.logout(timeout: configuration.requestTimeout)
+        try await session.logout(timeout: settings.requestTimeout)
         registry.forgetMeteorKey(of: session)
         await registry.save(session)
         return Reply.json(["userId": nil])
@@ -77,7 +77,7 @@ extension BridgeRoutes {
 
     /// `POST /v1/users`: Meteor's `createUser`; without a session, one is created for the new user.
     @Sendable func createUser(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
-        guard let body = try await RequestInput.objectBody(request, limit: configuration.maxBodySize) else {
+        guard let body = try await RequestInput.objectBody(request, limit: settings.maxBodySize) else {
             throw BridgeError.badRequest("the body must hold {\"username\" and/or \"email\", \"password\", \"profile\"?}")
         }
         let username = try Self.optionalString(body, "username")
@@ -89,16 +89,16 @@ extension BridgeRoutes {
         if let profile = body["profile"], profile.objectValue == nil { throw BridgeError.badRequest("profile must be an object") }
         let existing = RequestInput.credential(request) == nil ? nil : try await session(request, context)
         if let existing { try Self.refuseLoginIfKeyed(existing) }
-        let address = existing?.user?.address ?? RequestInput.clientAddress(request, context, configuration: configuration)
-        if existing == nil { try registry.checkSessionRate(configuration.clientKey(address)) }
+        let address = existing?.user?.address ?? settings.clients.address(request, context)
+        if existing == nil { try registry.checkSessionRate(settings.clients.key(address)) }
         var created: (session: Session, token: String)?
         if existing == nil { created = try registry.create(clientAddress: address) }
         let session = existing ?? created!.session
         do {
-            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
-            let result = try await registry.login(from: configuration.clientKey(address)) {
+            try await session.waitUntilConnected(timeout: settings.connectTimeout)
+            let result = try await registry.login(from: settings.clients.key(address)) {
                 try await session.createUser(
-                    username: username, email: email, password: password, profile: body["profile"], timeout: configuration.requestTimeout)
+                    username: username, email: email, password: password, profile: body["profile"], timeout: settings.requestTimeout)
             }
             await registry.save(session)
             var out = Self.loginFields(result)

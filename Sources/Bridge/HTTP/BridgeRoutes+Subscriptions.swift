@@ -17,7 +17,7 @@ extension BridgeRoutes {
     @Sendable func subscribe(_ request: Request, _ context: BridgeRequestContext) async throws -> Response {
         let requests: [SubscriptionRequest]
         var isGroup = false
-        switch try await RequestInput.body(request, limit: configuration.maxBodySize) {
+        switch try await RequestInput.body(request, limit: settings.maxBodySize) {
         case .object(let o)?: requests = [try parseSubscription(o)]
         case .array(let items)?:
             guard !items.isEmpty else { throw BridgeError.badRequest("a subscription group must not be empty") }
@@ -30,7 +30,7 @@ extension BridgeRoutes {
         case let other?: throw BridgeError.badRequest("the body must be an object or an array, not \(other.typeName)")
         }
         let session = try await session(request, context)
-        try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+        try await session.waitUntilConnected(timeout: settings.connectTimeout)
         let outcomes = await withTaskGroup(of: (Int, Result<SubscriptionInfo, BridgeError>).self) { group in
             for (index, item) in requests.enumerated() {
                 group.addTask {
@@ -42,7 +42,7 @@ extension BridgeRoutes {
                             .failure(
                                 .timedOut(
                                     "the subscription '\(item.name)' with ready", after: item.timeout, given: item.timeoutGiven,
-                                    setting: "--request-timeout", most: configuration.maxRequestTimeout))
+                                    setting: "--request-timeout", most: settings.maxRequestTimeout))
                         )
                     } catch {
                         return (index, .failure(BridgeError.from(error)))
@@ -91,10 +91,10 @@ extension BridgeRoutes {
         case .bool(let b)?: wait = b
         default: throw .badRequest("wait must be true or false")
         }
-        var timeout = configuration.requestTimeout
+        var timeout = settings.requestTimeout
         let timeoutGiven = o["timeout"] != nil
         if let value = o["timeout"] {
-            timeout = try RequestInput.milliseconds(value.intValue, name: "timeout", max: configuration.maxRequestTimeout, given: value.description)
+            timeout = try RequestInput.milliseconds(value.intValue, name: "timeout", max: settings.maxRequestTimeout, given: value.description)
         }
         return SubscriptionRequest(name: name, params: params, wait: wait, timeout: timeout, timeoutGiven: timeoutGiven)
     }

@@ -7,12 +7,12 @@ import ServiceLifecycle
 
 /// The REST surface. Each route family lives in its own extension file.
 struct BridgeRoutes: Sendable {
+    let settings: Settings
     let registry: SessionRegistry
     let probe: ReadinessProbe
     let fanout: PublicFanout
     let admission: ConnectionAdmission
     let mcp: MCPSessions
-    var configuration: BridgeConfiguration { registry.configuration }
     var runtime: BridgeRuntime { registry.runtime }
 
     typealias Handler = @Sendable (Request, BridgeRequestContext) async throws -> Response
@@ -48,12 +48,12 @@ struct BridgeRoutes: Sendable {
             (.get, "/v1/public/events", publicEvents),
             (.head, "/v1/public/events", publicEventsHead),
             (.get, "/v1/public/collections/:name", publicCollection),
-            (.post, configuration.mcpPath, mcpPost),
-            (.get, configuration.mcpPath, mcpStream),
-            (.head, configuration.mcpPath, mcpStreamHead),
-            (.delete, configuration.mcpPath, mcpDelete)
+            (.post, settings.mcpPath, mcpPost),
+            (.get, settings.mcpPath, mcpStream),
+            (.head, settings.mcpPath, mcpStreamHead),
+            (.delete, settings.mcpPath, mcpDelete)
         ]
-        if configuration.metricsListener == nil { routes.insert((.get, "/metrics", { _, _ in scrape() }), at: 2) }
+        if settings.metricsListener == nil { routes.insert((.get, "/metrics", { _, _ in scrape() }), at: 2) }
         return routes
     }
 
@@ -76,7 +76,7 @@ struct BridgeRoutes: Sendable {
         // A scraper's connection idle longer than the API's read timeout is closed, as the API's is.
         return Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: .nanoseconds(configuration.readTimeout.wholeNanoseconds))),
+            server: .http1(configuration: .init(idleTimeout: .nanoseconds(settings.readTimeout.wholeNanoseconds))),
             configuration: ApplicationConfiguration(address: .hostname(address, port: listener.port), serverName: "ddp-bridge"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? listener.port
@@ -186,13 +186,13 @@ struct BridgeRoutes: Sendable {
         guard (8...512).contains(token.count), token.allSatisfy(allowed.contains), !registry.wasRefused(meteorKey: key) else {
             throw BridgeError(.invalidLoginToken, "The Meteor login token was refused")
         }
-        let address = RequestInput.clientAddress(request, context, configuration: configuration)
-        try registry.checkSessionRate(configuration.clientKey(address))
+        let address = settings.clients.address(request, context)
+        try registry.checkSessionRate(settings.clients.key(address))
         let (session, _) = try registry.create(clientAddress: address, meteorToken: token)
         do {
-            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
-            _ = try await registry.login(from: configuration.clientKey(address)) {
-                try await session.login(.resume(token: token), timeout: configuration.requestTimeout)
+            try await session.waitUntilConnected(timeout: settings.connectTimeout)
+            _ = try await registry.login(from: settings.clients.key(address)) {
+                try await session.login(.resume(token: token), timeout: settings.requestTimeout)
             }
             return session
         } catch let error as DDPError where error.error == .number(403) {

@@ -3,7 +3,7 @@
 /// host is given a whole /64 and may use any address in it: counted address by address, it
 /// rotated past every limit.
 ///
-/// Made in one place only (``BridgeConfiguration/clientKey(_:)``), so the limits cannot key a
+/// Made in one place only (``ClientIdentity/key(_:)``), so the limits cannot key a
 /// client two ways: connections (``ConnectionAdmission``), sessions, failed logins and session
 /// creations (``SessionRegistry``), public readers and subscriptions (``PublicFanout``), memory
 /// shares (``MemoryBudget``).
@@ -28,9 +28,4 @@ struct ClientKey: Hashable, Sendable, CustomStringConvertible {
         }
         description = "\(IPRange.format(bytes))/\(prefix)"
     }
-}
-
-extension BridgeConfiguration {
-    /// The key every per-address limit counts `address` by (``ClientKey``).
-    func clientKey(_ address: String) -> ClientKey { ClientKey(address: address, ipv6Prefix: ipv6ClientPrefix) }
 }

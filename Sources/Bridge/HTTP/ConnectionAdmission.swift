@@ -39,7 +39,7 @@ final class ConnectionAdmission: Sendable {
     /// Descriptors held for other things, counted against ``limit`` (the upstream connections).
     private let held: @Sendable () -> Int
     private let exempt: @Sendable (String) -> Bool
-    /// The key a peer's address is counted by (``BridgeConfiguration/clientKey(_:)``).
+    /// The key a peer's address is counted by (``ClientIdentity/key(_:)``).
     private let key: @Sendable (String) -> ClientKey
     private let state = LockedState(State())
 
@@ -54,19 +54,27 @@ final class ConnectionAdmission: Sendable {
         self.key = key
     }
 
+    /// The part of the configuration admission uses.
+    struct Limits: Sendable, Equatable {
+        /// Connections in all (`--max-connections`); `nil`: the open-file limit less a reserve,
+        /// less the upstream connections open at the time.
+        var total: Int?
+        var perAddress: Int
+        /// How a peer's address is keyed, and which peers are trusted proxies (exempt from the
+        /// per-address bound).
+        var clients: ClientIdentity
+    }
+
     /// `upstream`: the upstream connections open now (sessions, the public pool, the probe).
-    convenience init(configuration: BridgeConfiguration, budget: MemoryBudget, upstream: @escaping @Sendable () -> Int) {
-        let trusted: [IPRange] = configuration.trustedProxies
-        let trustPeer: Bool = configuration.trustForwardedFor
-        let explicit: Int? = configuration.maxConnections
-        let files: Int = explicit ?? ConnectionAdmission.defaultLimit(openFiles: ConnectionAdmission.openFileLimit())
+    convenience init(limits: Limits, budget: MemoryBudget, upstream: @escaping @Sendable () -> Int) {
+        let files: Int = limits.total ?? ConnectionAdmission.defaultLimit(openFiles: ConnectionAdmission.openFileLimit())
         let limit = min(files, Self.fitting(budget.limit))
         var held: @Sendable () -> Int = upstream
-        if explicit != nil { held = { 0 } }
-        let exempt: @Sendable (String) -> Bool = { address in trustPeer || trusted.contains { $0.contains(Substring(address)) } }
+        if limits.total != nil { held = { 0 } }
+        let clients = limits.clients
         self.init(
-            limit: limit, perAddressLimit: min(configuration.maxConnectionsPerAddress, Self.fitting(budget.addressShare)), held: held,
-            exempt: exempt, key: { configuration.clientKey($0) })
+            limit: limit, perAddressLimit: min(limits.perAddress, Self.fitting(budget.addressShare)), held: held,
+            exempt: { clients.isTrustedProxy($0) }, key: { clients.key($0) })
     }
 
     /// What an idle kept-alive connection holds: its pipeline, buffers and task (measured by the

@@ -20,14 +20,26 @@ import Hummingbird
 /// cookie gets `Secure` as ``CookieSecurity`` says.
 struct RequestHygieneMiddleware: RouterMiddleware {
     typealias Context = BridgeRequestContext
-    let origins: OriginPolicy
-    let cookieSecurity: CookieSecurity
-    let configuration: BridgeConfiguration
 
-    init(configuration: BridgeConfiguration, own: OwnOrigins) {
-        self.origins = OriginPolicy(corsOrigins: configuration.corsOrigins, own: own)
-        self.cookieSecurity = configuration.cookieSecurity
-        self.configuration = configuration
+    /// The part of the configuration the checks use.
+    struct Settings: Sendable, Equatable {
+        /// Origins allowed to call the bridge from a browser (`--cors-origins`).
+        var corsOrigins: [String]
+        var cookieSecurity: CookieSecurity
+        /// Where the MCP endpoint is, and the origins it admits besides the bridge's own and the
+        /// CORS ones (`--mcp-allowed-origins`, normalized).
+        var mcpPath: String
+        var mcpAllowedOrigins: Set<String>
+        /// Which peers are trusted proxies, whose `X-Forwarded-Proto` is believed.
+        var clients: ClientIdentity
+    }
+
+    let origins: OriginPolicy
+    let settings: Settings
+
+    init(settings: Settings, own: OwnOrigins) {
+        self.origins = OriginPolicy(corsOrigins: settings.corsOrigins, own: own)
+        self.settings = settings
     }
 
     /// The request target's own refusals, from its text alone, the same on every door
@@ -57,8 +69,8 @@ struct RequestHygieneMiddleware: RouterMiddleware {
         var standing = origins.standing(origin: origin)
         // The MCP endpoint checks every request's Origin, reads too (the transport asks it, against
         // DNS rebinding), and admits its own list besides the bridge's origins.
-        if request.uri.path == configuration.mcpPath, let origin {
-            if configuration.mcpAllowedOrigins.contains(OriginPolicy.normalized(origin) ?? origin) { standing = .credentialed }
+        if request.uri.path == settings.mcpPath, let origin {
+            if settings.mcpAllowedOrigins.contains(OriginPolicy.normalized(origin) ?? origin) { standing = .credentialed }
             if standing == .refused {
                 throw BridgeError(
                     .originNotAllowed,
@@ -100,7 +112,7 @@ struct RequestHygieneMiddleware: RouterMiddleware {
     /// Whether the session cookie gets `Secure`: always, never, or when a trusted proxy says the
     /// client's connection was TLS.
     private func isSecure(_ request: Request, _ context: Context) -> Bool {
-        switch cookieSecurity {
+        switch settings.cookieSecurity {
         case .always: return true
         case .never: return false
         case .auto:
@@ -110,8 +122,7 @@ struct RequestHygieneMiddleware: RouterMiddleware {
     }
 
     private func fromTrustedProxy(_ context: Context) -> Bool {
-        let peer = context.remoteAddress?.ipAddress ?? ""
-        return configuration.trustForwardedFor || configuration.trustedProxies.contains { $0.contains(Substring(peer)) }
+        settings.clients.isTrustedProxy(context.remoteAddress?.ipAddress ?? "")
     }
 
     static func isJSON(_ contentType: String?) -> Bool {

@@ -5,7 +5,7 @@ import Hummingbird
 import NIOCore
 
 /// What routes read from a request, checked: JSON bodies, the session credential, query
-/// parameters (numbers, durations, switches) and the end user's address.
+/// parameters (numbers, durations, switches). The end user's address is ``ClientIdentity``'s.
 enum RequestInput {
     /// The request body as EJSON; `nil` when empty. 400 for malformed JSON/EJSON, 413 when too large.
     static func body(_ request: Request, limit: Int) async throws -> EJSON? {
@@ -72,32 +72,6 @@ enum RequestInput {
     static func query(_ request: Request, _ name: String) -> String? {
         request.uri.query.flatMap { QueryString.value($0, name) }
     }
-
-    /// What the per-address limits count the end user by (``ClientKey``).
-    static func clientKey(_ request: Request, _ context: BridgeRequestContext, configuration: BridgeConfiguration) -> ClientKey {
-        configuration.clientKey(clientAddress(request, context, configuration: configuration))
-    }
-
-    /// The end user's address (see ``ClientAddress/resolve(peer:forwardedFor:trusted:trustPeer:)``).
-    static func clientAddress(_ request: Request, _ context: BridgeRequestContext, configuration: BridgeConfiguration) -> String {
-        clientAddress(request, peer: context.remoteAddress, configuration: configuration)
-    }
-
-    /// The end user's address, from the connection's peer `peer`.
-    static func clientAddress(_ request: Request, peer address: SocketAddress?, configuration: BridgeConfiguration) -> String {
-        clientAddress(request.headers, peer: address, configuration: configuration)
-    }
-
-    /// The end user's address, from a request's headers and its connection's peer `peer`.
-    static func clientAddress(_ headers: HTTPFields, peer address: SocketAddress?, configuration: BridgeConfiguration) -> String {
-        let peer = address?.ipAddress ?? "unknown"
-        guard configuration.trustForwardedFor || !configuration.trustedProxies.isEmpty else { return peer }
-        return ClientAddress.resolve(
-            peer: peer, forwardedFor: headers[values: forwardedFor], trusted: configuration.trustedProxies,
-            trustPeer: configuration.trustForwardedFor)
-    }
-
-    static let forwardedFor = HTTPField.Name("X-Forwarded-For") ?? .via
 
     /// The shortest upstream timeout a request may ask for.
     static let minimumTimeoutMilliseconds = 100

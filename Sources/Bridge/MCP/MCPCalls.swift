@@ -40,10 +40,10 @@ struct MCPArguments {
 
     /// The REST query's parameters (`selector`, `sort`, `skip`, `limit`, `fields`), read as REST
     /// reads them.
-    func documentQuery(_ configuration: BridgeConfiguration) throws(BridgeError) -> DocumentQuery {
+    func documentQuery(_ limits: DocumentQuery.Limits) throws(BridgeError) -> DocumentQuery {
         try DocumentQuery(
             selector: try json("selector"), sort: try json("sort"), skip: try integerText("skip"), limit: try integerText("limit"),
-            fields: try json("fields"), defaultLimit: configuration.defaultQueryLimit, maxLimit: configuration.maxQueryLimit)
+            fields: try json("fields"), limits: limits)
     }
 
     /// A document id as REST's path carries it (an ObjectId as 24 hex digits).

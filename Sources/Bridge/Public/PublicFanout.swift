@@ -34,7 +34,7 @@ public final class PublicFanout: Service, Sendable {
         var readers = 0
         var perAddress: [ClientKey: Int] = [:]
         /// The address that made each distinct public subscription still held (by its key), and
-        /// how many each address made: an address's share of ``BridgeConfiguration/publicMaxSubscriptions``.
+        /// how many each address made: an address's share of ``Settings/maxSubscriptions``.
         var makers: [String: ClientKey] = [:]
         var madeBy: [ClientKey: Int] = [:]
         var shuttingDown = false
@@ -43,8 +43,7 @@ public final class PublicFanout: Service, Sendable {
     public let publications: PublicPublications
     /// Each distinct subscription on a connection of its own (`--public-connections` 0).
     let isolated: Bool
-    /// The bridge's configuration, as it is.
-    let configuration: BridgeConfiguration
+    let settings: Settings
     /// What one pool session may hold: the public limits in place of a user session's (the
     /// fan-out checks them first, with its own reasons).
     let poolLimits: Session.Limits
@@ -61,18 +60,18 @@ public final class PublicFanout: Service, Sendable {
     private let starter: AsyncStream<Session>.Continuation
 
     init(
-        configuration: BridgeConfiguration, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer,
+        settings: Settings, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics, pacer: ReconnectPacer,
         budget: MemoryBudget,
         streams: LiveStreams
     ) {
         self.budget = budget
         self.runtime = runtime
         self.streams = streams
-        publications = configuration.publicPublications
-        self.configuration = configuration
-        poolLimits = Session.Limits(subscriptions: configuration.publicMaxSubscriptions, streams: configuration.publicMaxReaders)
-        isolated = configuration.publicConnections == 0
-        connectionLimit = isolated ? max(1, configuration.publicMaxSubscriptions) : configuration.publicConnections
+        publications = settings.publications
+        self.settings = settings
+        poolLimits = Session.Limits(subscriptions: settings.maxSubscriptions, streams: settings.maxReaders)
+        isolated = settings.connections == 0
+        connectionLimit = isolated ? max(1, settings.maxSubscriptions) : settings.connections
         var logger = logger
         logger[metadataKey: "ddp.public"] = "true"
         self.logger = logger
@@ -89,15 +88,15 @@ public final class PublicFanout: Service, Sendable {
     func admitReader(from address: ClientKey) throws(BridgeError) {
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
-            guard state.readers < configuration.publicMaxReaders else {
+            guard state.readers < settings.maxReaders else {
                 throw BridgeError(
                     .tooManyPublicReaders,
-                    "The bridge serves its maximum of \(configuration.publicMaxReaders) public streams", retryAfter: 30)
+                    "The bridge serves its maximum of \(settings.maxReaders) public streams", retryAfter: 30)
             }
-            guard state.perAddress[address, default: 0] < configuration.publicMaxReadersPerAddress else {
+            guard state.perAddress[address, default: 0] < settings.maxReadersPerAddress else {
                 throw BridgeError(
                     .tooManyPublicStreams,
-                    "This address has its maximum of \(configuration.publicMaxReadersPerAddress) public streams open", retryAfter: 10)
+                    "This address has its maximum of \(settings.maxReadersPerAddress) public streams open", retryAfter: 10)
             }
             state.readers += 1
             state.perAddress[address, default: 0] += 1
@@ -131,14 +130,14 @@ public final class PublicFanout: Service, Sendable {
         let params = params.map(\.keysSorted)
         let (session, id) = try place(name, params, from: address)
         do {
-            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+            try await session.waitUntilConnected(timeout: settings.connectTimeout)
         } catch {
             release(session, id)
             throw error
         }
         let before = session.logPosition()
         // On failure it drops this reader's reference itself.
-        _ = try await session.startSubscription(id, name, params: params, wait: true, timeout: configuration.requestTimeout)
+        _ = try await session.startSubscription(id, name, params: params, wait: true, timeout: settings.requestTimeout)
         return (session, id, before)
     }
 
@@ -153,8 +152,8 @@ public final class PublicFanout: Service, Sendable {
         guard (try? publications.check(name, params)) != nil else { return nil }
         let params = params.map(\.keysSorted)
         return state.withLock { state -> (Session, String)? in
-            guard !state.shuttingDown, state.readers < configuration.publicMaxReaders,
-                state.perAddress[address, default: 0] < configuration.publicMaxReadersPerAddress
+            guard !state.shuttingDown, state.readers < settings.maxReaders,
+                state.perAddress[address, default: 0] < settings.maxReadersPerAddress
             else { return nil }
             for session in state.connections {
                 guard let id = session.acquireReadySubscription(name, params) else { continue }
@@ -184,16 +183,16 @@ public final class PublicFanout: Service, Sendable {
                 return (holder, try holder.acquireSubscription(name, params, limit: .max, refusal: refusal))
             }
             let counts = state.connections.map(\.subscriptionCount)
-            guard counts.reduce(0, +) < configuration.publicMaxSubscriptions else { throw refusal(configuration.publicMaxSubscriptions) }
+            guard counts.reduce(0, +) < settings.maxSubscriptions else { throw refusal(settings.maxSubscriptions) }
             // A new subscription loads documents: the memory budget, and this address's anonymous
             // share, must have room (what it loads is charged to the address: ``BudgetAccount``).
             try budget.admit(address, anonymous: true)
-            let share = configuration.publicMaxSubscriptionsPerAddress
+            let share = settings.maxSubscriptionsPerAddress
             guard state.madeBy[address, default: 0] < share else {
                 throw BridgeError(
                     .tooManyPublicSubscriptionsFromAddress,
                     "This address made its maximum of \(share) distinct public subscriptions (publication + params) still held; read those, or retry once they are released",
-                    retryAfter: max(1, Int(configuration.subscriptionLinger.wholeSeconds) + 1))
+                    retryAfter: max(1, Int(settings.session.subscriptionLinger.wholeSeconds) + 1))
             }
             let session: Session
             // An unused connection still charged to the address that last loaded on it (its
@@ -208,7 +207,7 @@ public final class PublicFanout: Service, Sendable {
                 session = state.connections[unused]
             } else if state.connections.count < connectionLimit {
                 session = Session(
-                    owner: .publicPool, configuration: configuration, limits: poolLimits, runtime: runtime, logger: logger, metrics: metrics,
+                    owner: .publicPool, settings: settings.session, limits: poolLimits, runtime: runtime, logger: logger, metrics: metrics,
                     budget: budget,
                     pacer: pacer)
                 state.connections.append(session)
@@ -298,7 +297,7 @@ public final class PublicFanout: Service, Sendable {
         for session in all { await session.close(reason: "the bridge is shutting down") }
     }
 
-    /// Stops upstream the subscriptions whose linger is over, at the configuration's clock's time
+    /// Stops upstream the subscriptions whose linger is over, at the runtime's clock's time
     /// (tests that move the clock call it rather than wait for the sweep).
     func releaseLingering() async {
         let now = runtime.clock.now
@@ -326,14 +325,14 @@ public final class PublicFanout: Service, Sendable {
     /// Releases lingering subscriptions (about once a second) and sends heartbeats.
     private func sweep() async {
         // Never a zero step (a zero linger is allowed): that would spin.
-        let step = max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2, configuration.heartbeatInterval))
+        let step = max(.milliseconds(50), min(.seconds(1), settings.session.subscriptionLinger / 2, settings.heartbeatInterval))
         var sinceHeartbeat = Duration.zero
         while !Task.isCancelled {
             try? await runtime.clock.sleep(for: step, on: runtime.eventLoopGroup.any())
             await releaseLingering()
             let all = state.withLock { $0.connections }
             sinceHeartbeat += step
-            if sinceHeartbeat >= configuration.heartbeatInterval {
+            if sinceHeartbeat >= settings.heartbeatInterval {
                 sinceHeartbeat = .zero
                 for session in all { session.heartbeat() }
             }

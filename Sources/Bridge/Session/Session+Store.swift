@@ -12,7 +12,7 @@ extension Session {
     func storeRecord(onlyIfChanged: Bool = false, slack: Duration = .zero) -> (record: StoredSession, loginToken: String?)? {
         let now = runtime.clock.now
         let wallClock = runtime.clock.wallClock
-        let idle = configuration.sessionIdleTimeout
+        let idle = settings.idleTimeout
         guard let user,
             let next = state.withLock({
                 $0.machine.storeRecord(onlyIfChanged: onlyIfChanged, slack: slack, now: now, wallClock: wallClock, idleTimeout: idle)

@@ -137,7 +137,7 @@ extension Session {
             }
         }
         return SnapshotWalk(
-            collections: collections, filter: filter, emits: emits, limit: configuration.queryTimeBudget, clock: runtime.clock)
+            collections: collections, filter: filter, emits: emits, limit: settings.queryTimeBudget, clock: runtime.clock)
     }
 
     /// `reset`, `added` for each matching document, then the `snapshot` marker — produced as the

@@ -67,26 +67,10 @@ public final class Session: Sendable {
     var isPersistent: Bool { user?.persistent ?? false }
     public let client: DDPClient
     public let createdAt: Date
-    let configuration: BridgeConfiguration
+    let settings: Settings
     /// What the session may hold (a user's, or the public pool's).
     let limits: Limits
     let runtime: BridgeRuntime
-
-    /// Subscriptions and open streams one session may hold.
-    struct Limits: Sendable {
-        var subscriptions: Int
-        var streams: Int
-
-        /// A user session's: `--max-subscriptions-per-session`, `--max-streams-per-session`.
-        init(_ configuration: BridgeConfiguration) {
-            self.init(subscriptions: configuration.maxSubscriptionsPerSession, streams: configuration.maxStreamsPerSession)
-        }
-
-        init(subscriptions: Int, streams: Int) {
-            self.subscriptions = subscriptions
-            self.streams = streams
-        }
-    }
     let state: LockedState<State>
     let logger: Logger
 
@@ -96,12 +80,11 @@ public final class Session: Sendable {
     let account: BudgetAccount
 
     init(
-        owner: Owner, configuration: BridgeConfiguration, limits: Limits? = nil, runtime: BridgeRuntime, logger: Logger, metrics: BridgeMetrics,
-        budget: MemoryBudget,
+        owner: Owner, settings: Settings, limits: Limits, runtime: BridgeRuntime, logger: Logger, metrics: BridgeMetrics, budget: MemoryBudget,
         pacer: ReconnectPacer = .unlimited, createdAt: Date? = nil
     ) {
         self.runtime = runtime
-        self.limits = limits ?? Limits(configuration)
+        self.limits = limits
         self.budget = budget
         let id = String(MeteorRandom.id().prefix(8))
         var logger = logger
@@ -110,21 +93,18 @@ public final class Session: Sendable {
         self.owner = owner
         // To the millisecond, as a store keeps it: the session reports the same instant after a restart.
         self.createdAt = Date(timeIntervalSince1970: Double(StoredSession.milliseconds(createdAt ?? runtime.clock.wallClock)) / 1000)
-        self.configuration = configuration
+        self.settings = settings
         self.logger = logger
         self.metrics = metrics
         let pipeline = EventPipeline(
-            window: configuration.batchWindow, logCapacity: configuration.eventLogSize, logByteLimit: configuration.eventLogBytes,
+            window: settings.batchWindow, logCapacity: settings.eventLogSize, logByteLimit: settings.eventLogBytes,
             firstEventID: EventLog.randomFirstID())
         let state = LockedState(State(machine: SessionStateMachine(pipeline: pipeline, now: runtime.clock.now)))
         self.state = state
         // A session never goes on without its login: a refused resume closes the connection.
-        var protocolConfiguration = configuration.ddp
+        var protocolConfiguration = settings.upstream.ddp
         protocolConfiguration.closesWhenLoginIsLost = true
-        var options = DDPClientOptions(
-            url: configuration.upstream, protocolConfiguration: protocolConfiguration, tls: configuration.upstreamTLS,
-            compression: configuration.upstreamCompression, maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer,
-            failureLog: runtime.upstreamFailureLog, clock: runtime.clock)
+        var options = settings.upstream.options(protocolConfiguration: protocolConfiguration, pacer: pacer, runtime: runtime)
         // The public fan-out's anonymous connections stand for no one address.
         let user: UserIdentity? = if case .user(let user) = owner { user } else { nil }
         if let user { options.handshakeHeaders[.init("X-Forwarded-For")!] = user.address }
@@ -252,7 +232,7 @@ public final class Session: Sendable {
     }
 
     func isIdle(now: ContinuousClock.Instant) -> Bool {
-        state.withLock { $0.machine.isIdle(now: now, timeout: configuration.sessionIdleTimeout) }
+        state.withLock { $0.machine.isIdle(now: now, timeout: settings.idleTimeout) }
     }
 
     public var connection: ConnectionState { state.withLock { $0.machine.connection } }
@@ -399,10 +379,10 @@ public final class Session: Sendable {
         if !holdsSubscription(name, params) { try budget.admit(user?.key, anonymous: userID == nil) }
         // A subscription's name and params are kept for the session's life (and in its store).
         let size = name.utf8.count + EJSONWriter.encode(.array(params)).count
-        guard size <= configuration.maxSubscriptionParamsSize else {
+        guard size <= settings.maxSubscriptionParamsSize else {
             throw BridgeError(
                 .paramsTooLarge,
-                "A subscription's name and params may take at most \(configuration.maxSubscriptionParamsSize) bytes of JSON; these take \(size)")
+                "A subscription's name and params may take at most \(settings.maxSubscriptionParamsSize) bytes of JSON; these take \(size)")
         }
         let acquired = try acquireSubscription(name, params, limit: limits.subscriptions, transient: transient) {
             BridgeError(.tooManySubscriptions, "A session may hold at most \($0) subscriptions")
@@ -476,12 +456,12 @@ public final class Session: Sendable {
 
     /// Drops a reference to a subscription; `false` when there is no such subscription.
     func unsubscribe(_ id: String, transient: Bool = false) -> Bool {
-        let deadline = runtime.clock.now + configuration.subscriptionLinger
+        let deadline = runtime.clock.now + settings.subscriptionLinger
         return state.withLock { $0.machine.releaseSubscription(id, lingeringUntil: deadline, transient: transient) }
     }
 
     func unsubscribe(named name: String) -> Int {
-        let deadline = runtime.clock.now + configuration.subscriptionLinger
+        let deadline = runtime.clock.now + settings.subscriptionLinger
         return state.withLock { $0.machine.releaseSubscriptions(named: name, lingeringUntil: deadline) }
     }
 

@@ -57,7 +57,7 @@ public final class SessionRegistry: Service, Sendable {
         case keep
     }
 
-    let configuration: BridgeConfiguration
+    let settings: Settings
     let runtime: BridgeRuntime
     let logger: Logger
     let metrics: BridgeMetrics
@@ -81,19 +81,17 @@ public final class SessionRegistry: Service, Sendable {
     /// Where the registry's own timers (the sweep, heartbeats, the shutdown grace) run.
     private var loop: any EventLoop { runtime.eventLoopGroup.any() }
 
-    public init(
-        configuration: BridgeConfiguration, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics = BridgeMetrics()
-    ) {
-        self.configuration = configuration
+    init(settings: Settings, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics = BridgeMetrics()) {
+        self.settings = settings
         self.runtime = runtime
         self.logger = logger
         self.metrics = metrics
-        self.pacer = ReconnectPacer(rate: configuration.reconnectRate, burst: configuration.reconnectBurst, clock: runtime.clock)
-        self.budget = MemoryBudget(configuration: configuration)
+        self.pacer = ReconnectPacer(rate: settings.reconnectRate, burst: settings.reconnectBurst, clock: runtime.clock)
+        self.budget = MemoryBudget(settings.budget)
         self.liveStreams = LiveStreams(clock: runtime.clock)
-        if let key = configuration.sessionKey, configuration.sessionStore != .memory {
+        if let key = settings.sessionKey, settings.sessionStore != .memory {
             persistence = SessionPersistence(
-                choice: configuration.sessionStore, key: key, dataDirectory: configuration.dataDirectory, timeout: configuration.storeTimeout,
+                choice: settings.sessionStore, key: key, dataDirectory: settings.dataDirectory, timeout: settings.storeTimeout,
                 clock: runtime.clock, logger: logger, metrics: metrics,
                 eventLoopGroup: runtime.eventLoopGroup)
         } else {
@@ -101,8 +99,8 @@ public final class SessionRegistry: Service, Sendable {
         }
         self.state = LockedState(
             State(
-                logins: RateLimiter(calls: configuration.loginRateLimit.calls, interval: configuration.loginRateLimit.interval),
-                creations: RateLimiter(calls: configuration.sessionRateLimit.calls, interval: configuration.sessionRateLimit.interval)))
+                logins: RateLimiter(calls: settings.loginRateLimit.calls, interval: settings.loginRateLimit.interval),
+                creations: RateLimiter(calls: settings.sessionRateLimit.calls, interval: settings.sessionRateLimit.interval)))
         (started, starter) = AsyncStream<Session>.makeStream()
         (shutdownBegan, shutdownBell) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
@@ -122,10 +120,11 @@ public final class SessionRegistry: Service, Sendable {
         let hash = SessionToken.hash(token)
         let meteorKey = meteorToken.map(SessionToken.hash)
         let user = Session.UserIdentity(
-            tokenHash: hash, address: clientAddress, key: configuration.clientKey(clientAddress), meteorKey: meteorKey,
+            tokenHash: hash, address: clientAddress, key: settings.clients.key(clientAddress), meteorKey: meteorKey,
             persistent: persistence != nil && meteorKey == nil)
         let session = Session(
-            owner: .user(user), configuration: configuration, runtime: runtime, logger: logger, metrics: metrics, budget: budget, pacer: pacer)
+            owner: .user(user), settings: settings.session, limits: settings.sessionLimits, runtime: runtime, logger: logger, metrics: metrics,
+            budget: budget, pacer: pacer)
         try admit(session, as: user)
         logger.info("session created", metadata: ["ddp.session": .string(session.id)])
         return (session, token)
@@ -136,14 +135,14 @@ public final class SessionRegistry: Service, Sendable {
         let client = user.key
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
-            guard state.sessions.count + state.mcpPlaces < configuration.maxSessions else {
+            guard state.sessions.count + state.mcpPlaces < settings.maxSessions else {
                 throw BridgeError(
-                    .tooManySessions, "The bridge holds its maximum of \(configuration.maxSessions) sessions", retryAfter: 30)
+                    .tooManySessions, "The bridge holds its maximum of \(settings.maxSessions) sessions", retryAfter: 30)
             }
-            guard state.perAddress[client, default: 0] < configuration.maxSessionsPerAddress else {
+            guard state.perAddress[client, default: 0] < settings.maxSessionsPerAddress else {
                 throw BridgeError(
                     .tooManySessionsFromAddress,
-                    "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions", retryAfter: 60)
+                    "This address holds its maximum of \(settings.maxSessionsPerAddress) sessions", retryAfter: 60)
             }
             state.sessions[user.tokenHash] = session
             if let meteorKey = user.meteorKey { state.byMeteorKey[meteorKey] = session }
@@ -157,15 +156,15 @@ public final class SessionRegistry: Service, Sendable {
     func takeMCPPlace(for client: ClientKey) throws(BridgeError) {
         try state.withLock { state throws(BridgeError) in
             guard !state.shuttingDown else { throw .upstreamUnavailable("The bridge is shutting down") }
-            guard state.sessions.count + state.mcpPlaces < configuration.maxSessions else {
+            guard state.sessions.count + state.mcpPlaces < settings.maxSessions else {
                 throw BridgeError(
-                    .tooManySessions, "The bridge holds its maximum of \(configuration.maxSessions) sessions, MCP sessions included",
+                    .tooManySessions, "The bridge holds its maximum of \(settings.maxSessions) sessions, MCP sessions included",
                     retryAfter: 30)
             }
-            guard state.perAddress[client, default: 0] < configuration.maxSessionsPerAddress else {
+            guard state.perAddress[client, default: 0] < settings.maxSessionsPerAddress else {
                 throw BridgeError(
                     .tooManySessionsFromAddress,
-                    "This address holds its maximum of \(configuration.maxSessionsPerAddress) sessions, MCP sessions included; end one with DELETE",
+                    "This address holds its maximum of \(settings.maxSessionsPerAddress) sessions, MCP sessions included; end one with DELETE",
                     retryAfter: 60)
             }
             state.mcpPlaces += 1
@@ -229,7 +228,7 @@ public final class SessionRegistry: Service, Sendable {
     /// up before it serves, and one whose row says it ended ends here too (401). A store that
     /// does not answer decides nothing: the session goes on.
     private func recheck(_ session: Session) async throws(BridgeError) {
-        guard let user = session.user, user.persistent, let persistence, session.claimStoreCheck(every: configuration.storeCheckInterval)
+        guard let user = session.user, user.persistent, let persistence, session.claimStoreCheck(every: settings.storeCheckInterval)
         else { return }
         guard case .found(let stored) = await persistence.load(tokenHash: user.tokenHash), let reason = stored.ended else { return }
         // Ended elsewhere: its row and its upstream login are that replica's business.
@@ -269,7 +268,7 @@ public final class SessionRegistry: Service, Sendable {
         }
         if let reason = stored.ended { throw Self.expired(reason) }
         guard stored.expiresAt > StoredSession.milliseconds(runtime.clock.wallClock) else {
-            throw Self.expired("idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s")
+            throw Self.expired("idle for longer than \(settings.session.idleTimeout.wholeSeconds) s")
         }
         guard let loginToken = persistence.loginToken(of: stored) else {
             // Another key sealed it: a replica started with the wrong --session-key. The session
@@ -283,24 +282,25 @@ public final class SessionRegistry: Service, Sendable {
                 "This session was sealed with another session key than this bridge's; a bridge with that key can serve it", retryAfter: 5)
         }
         let user = Session.UserIdentity(
-            tokenHash: hash, address: stored.clientAddress, key: configuration.clientKey(stored.clientAddress), meteorKey: nil, persistent: true)
+            tokenHash: hash, address: stored.clientAddress, key: settings.clients.key(stored.clientAddress), meteorKey: nil, persistent: true)
         let session = Session(
-            owner: .user(user), configuration: configuration, runtime: runtime, logger: logger, metrics: metrics, budget: budget, pacer: pacer,
+            owner: .user(user), settings: settings.session, limits: settings.sessionLimits, runtime: runtime, logger: logger, metrics: metrics,
+            budget: budget, pacer: pacer,
             createdAt: Date(timeIntervalSince1970: Double(stored.createdAt) / 1000))
         session.adopt(stored)
         try admit(session, as: user)
         do {
-            try await session.waitUntilConnected(timeout: configuration.connectTimeout)
+            try await session.waitUntilConnected(timeout: settings.connectTimeout)
             if let loginToken {
                 do {
-                    _ = try await session.login(.resume(token: loginToken), timeout: configuration.requestTimeout)
+                    _ = try await session.login(.resume(token: loginToken), timeout: settings.requestTimeout)
                     session.adopt(stored)
                 } catch let error as DDPError where error.error == .number(403) {
                     await end(session, reason: "its Meteor login is no longer valid", stored: .tombstone)
                     throw Self.expired("its Meteor login is no longer valid")
                 }
             }
-            await session.resubscribe(stored.subscriptions, timeout: configuration.requestTimeout)
+            await session.resubscribe(stored.subscriptions, timeout: settings.requestTimeout)
         } catch {
             // Anything but a refused login (the upstream is down, say): the stored session stays for a later try.
             await end(session, reason: "could not be resumed", stored: .keep, forget: true)
@@ -434,8 +434,8 @@ public final class SessionRegistry: Service, Sendable {
     public func run() async throws {
         if let persistence {
             await persistence.start()
-            logger.info("sessions are kept in the session store", metadata: ["store": .string(configuration.sessionStore.description)])
-        } else if configuration.sessionStore != .memory {
+            logger.info("sessions are kept in the session store", metadata: ["store": .string(settings.sessionStore.description)])
+        } else if settings.sessionStore != .memory {
             logger.notice("sessions are kept in memory only (no --session-key): a restart ends them")
         }
         await withGracefulShutdownHandler {
@@ -446,7 +446,7 @@ public final class SessionRegistry: Service, Sendable {
                     // Shutdown began (see `shutdownGrace`): after the grace period, sessions whose
                     // requests are still in flight are closed under them, so the server can stop.
                     for await _ in self.shutdownBegan {
-                        try? await self.runtime.clock.sleep(for: self.configuration.shutdownGrace, on: self.loop)
+                        try? await self.runtime.clock.sleep(for: self.settings.shutdownGrace, on: self.loop)
                         await self.endAll(reason: "the bridge is shutting down", stored: .keep)
                         return
                     }
@@ -459,7 +459,7 @@ public final class SessionRegistry: Service, Sendable {
             }
             // The streams written from event loops have had their last event; bounded, their
             // connections close before the process goes.
-            await liveStreams.waitUntilClosed(within: configuration.shutdownGrace)
+            await liveStreams.waitUntilClosed(within: settings.shutdownGrace)
         } onGracefulShutdown: {
             self.liveStreams.shutDown()
             self.state.withLock { $0.shuttingDown = true }
@@ -507,7 +507,7 @@ public final class SessionRegistry: Service, Sendable {
     /// Every heartbeat interval: a comment line to every open stream.
     private func heartbeats() async {
         while !Task.isCancelled {
-            try? await runtime.clock.sleep(for: configuration.heartbeatInterval, on: loop)
+            try? await runtime.clock.sleep(for: settings.heartbeatInterval, on: loop)
             for session in allSessions { session.heartbeat() }
         }
     }
@@ -516,12 +516,12 @@ public final class SessionRegistry: Service, Sendable {
     private func sweep() async {
         while !Task.isCancelled {
             // Never a zero step (a zero linger is allowed): that would spin.
-            try? await runtime.clock.sleep(for: max(.milliseconds(50), min(.seconds(1), configuration.subscriptionLinger / 2)), on: loop)
+            try? await runtime.clock.sleep(for: max(.milliseconds(50), min(.seconds(1), settings.session.subscriptionLinger / 2)), on: loop)
             await sweepOnce()
         }
     }
 
-    /// One pass of the sweep at the configuration's clock's time (tests that move the clock
+    /// One pass of the sweep at the runtime's clock's time (tests that move the clock
     /// call it rather than wait for the next pass).
     func sweepOnce() async {
         let now = runtime.clock.now
@@ -539,7 +539,7 @@ public final class SessionRegistry: Service, Sendable {
         let lost = sessions.compactMap { session in session.loginLost.map { (session, $0) } }
         let idle = sessions.filter { $0.loginLost == nil && $0.isIdle(now: now) }
         let ending = Set((idle + lost.map(\.0)).map(ObjectIdentifier.init))
-        let reason = "idle for longer than \(configuration.sessionIdleTimeout.wholeSeconds) s"
+        let reason = "idle for longer than \(settings.session.idleTimeout.wholeSeconds) s"
         await withDiscardingTaskGroup { group in
             for (session, answer) in lost { group.addTask { await self.end(session, reason: Self.loginLostReason, answer: answer) } }
             for session in idle { group.addTask { await self.end(session, reason: reason, stored: .ifExpired) } }
@@ -556,7 +556,7 @@ public final class SessionRegistry: Service, Sendable {
     /// may see it idle that much early.
     private func saveIfChanged(_ session: Session) async {
         guard session.isPersistent, let persistence else { return }
-        let slack = min(configuration.sessionIdleTimeout / 10, .seconds(60))
+        let slack = min(settings.session.idleTimeout / 10, .seconds(60))
         guard let (record, loginToken) = session.storeRecord(onlyIfChanged: true, slack: slack) else { return }
         if await !persistence.save(record, loginToken: loginToken) { session.markDirty() }
     }

@@ -16,11 +16,11 @@ public final class ReadinessProbe: Service, Sendable {
     static let maxBackoff: Duration = .seconds(1)
 
     /// Its failed attempts count in `metrics` (`ddp_bridge_upstream_failures_total`) with the sessions'.
-    public init(
-        configuration: BridgeConfiguration, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics? = nil,
+    init(
+        upstream: UpstreamSettings, runtime: BridgeRuntime = BridgeRuntime(), logger: Logger, metrics: BridgeMetrics? = nil,
         pacer: ReconnectPacer = .unlimited
     ) {
-        var ddp = configuration.ddp
+        var ddp = upstream.ddp
         ddp.reconnect.maxDelay = min(ddp.reconnect.maxDelay, Self.maxBackoff)
         ddp.reconnect.initialDelay = min(ddp.reconnect.initialDelay, Self.maxBackoff)
         let state = LockedState<(connection: ConnectionState, failure: UpstreamFailure?)>((.idle, nil))
@@ -28,11 +28,7 @@ public final class ReadinessProbe: Service, Sendable {
         var logger = logger
         logger[metadataKey: "ddp.probe"] = "readiness"
         client = DDPClient(
-            options: DDPClientOptions(
-                url: configuration.upstream, protocolConfiguration: ddp,
-                tls: configuration.upstreamTLS, compression: configuration.upstreamCompression,
-                maxMessageSize: configuration.upstreamMaxMessageSize, pacer: pacer, failureLog: runtime.upstreamFailureLog,
-                clock: runtime.clock),
+            options: upstream.options(protocolConfiguration: ddp, pacer: pacer, runtime: runtime),
             logger: logger,
             events: ClosureEventSink { event in
                 if case .stateChanged(let connection) = event {
