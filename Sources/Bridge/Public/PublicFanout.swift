@@ -40,7 +40,7 @@ public final class PublicFanout: Service, Sendable {
         var shuttingDown = false
     }
 
-    public let publications: PublicPublications
+    public var publications: PublicPublications { settings.publications }
     /// Each distinct subscription on a connection of its own (`--public-connections` 0).
     let isolated: Bool
     let settings: Settings
@@ -67,7 +67,6 @@ public final class PublicFanout: Service, Sendable {
         self.budget = budget
         self.runtime = runtime
         self.streams = streams
-        publications = settings.publications
         self.settings = settings
         poolLimits = Session.Limits(subscriptions: settings.maxSubscriptions, streams: settings.maxReaders)
         isolated = settings.connections == 0
