@@ -8,5 +8,5 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 ensure_packages wrk
 ensure_packages nginx libnginx-mod-nchan
-swift build -c release --product ddp-bench && swift build -c release --product ddp-bridge
-GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" .build/release/ddp-bench --out bench-results "$@"
+release_build --product ddp-bench && release_build --product ddp-bridge
+GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$release_dir/ddp-bench" --out bench-results "$@"

@@ -22,8 +22,8 @@ for argument in "$@"; do
     esac
 done
 
-if [ "$BUILD" = 1 ]; then swift build -c release --product ddp-bridge --static-swift-stdlib; fi
-binary="$(swift build -c release --show-bin-path)/ddp-bridge"
+if [ "$BUILD" = 1 ]; then release_build --product ddp-bridge; fi
+binary="$release_dir/ddp-bridge"
 [ -x "$binary" ] || { echo "package: no release binary at $binary (build it, or leave out --no-build)" >&2; exit 1; }
 
 # Package.swift links the release binary with -static-executable: no dynamic loader (no INTERP

@@ -27,3 +27,11 @@ if ! command -v swift >/dev/null 2>&1; then
         exit 1
     fi
 fi
+
+# The release build of the scripts (package, benchmarks, the test command): static (Package.swift
+# links ddp-bridge with -static-executable in release) and in a build folder of its own, so it can
+# run beside `swift test` on .build (SwiftPM holds one build folder for one command at a time).
+release_dir=.build-release/release
+release_build() {
+    swift build -c release --scratch-path .build-release --static-swift-stdlib "$@"
+}

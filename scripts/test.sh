@@ -37,8 +37,10 @@ mkdir -p .build
 timeout 900 nice -n 19 ionice -c 3 scripts/prefetch.sh > .build/prefetch.log 2>&1 &
 prefetch=$!
 observability=""
+release=""
 stop_background() {
     if [ -n "$observability" ]; then kill -- "-$observability" 2>/dev/null || true; fi
+    if [ -n "$release" ]; then kill -- "-$release" 2>/dev/null || true; fi
     wait "$prefetch" 2>/dev/null || true
 }
 trap 'report_stages; stop_background' EXIT
@@ -80,6 +82,16 @@ if ! wait "$prefetch"; then
 fi
 stage "Swift tests"
 bounded_swift_test 900 .build/test-output.txt --disable-xctest
+
+# The release build, self-contained (static: Package.swift; scripts/setup.sh's release_build, in
+# .build-release): the package, the contract and browser checks run against it (so release-only
+# faults show up), and the benchmark harness needs it. It starts here, at the lowest priority,
+# beside the heavy tests (one test at a time, about one core), fuzzing and the stages run against
+# the debug binary, and is waited for after them: nice 19 leaves the tests their cores, and their
+# timing, while the build takes what they leave.
+setsid nice -n 19 bash -c 'source scripts/setup.sh && release_build --product ddp-bench && release_build --product ddp-bridge' \
+    > .build/release-build.log 2>&1 &
+release=$!
 # Heavy tests (tens of thousands of documents) run on their own, so their load does not
 # disturb the timing of the others.
 # They include the fault campaign (200 faults through a faulty proxy), the 6,000 Minimongo vectors
@@ -97,20 +109,11 @@ DDP_BRIDGE_HEAVY_TESTS=1 bounded_swift_test 1200 .build/test-output-heavy.txt --
 stage "fuzzing"
 scripts/fuzz.sh --seconds 15
 
-# The release build, self-contained (the Swift runtime linked in): the contract and browser
-# checks run against it (so release-only faults show up), and the benchmark harness needs it.
-stage "release build"
-swift build -c release --product ddp-bench --static-swift-stdlib
-swift build -c release --product ddp-bridge --static-swift-stdlib
-export DDP_BRIDGE_BIN=.build/release/ddp-bridge
-
-# The release package (scripts/package.sh: the binary loads only glibc, libstdc++, zlib and
-# libcrypto), then on a minimal Debian root with nothing else (debootstrap, made once and kept
-# in /var/tmp): the demo starts from /, serves the console built in, and `check` passes (~40 s
-# the first time, ~2 s after).
-stage "package"
-scripts/package.sh --no-build
-scripts/standalone-check.sh
+# While the release build goes on: the stages that check behaviour rather than speed, against the
+# debug build's binary (the release binary gets the package, contract, observability, browser,
+# resource and benchmark stages below). Each mostly waits on its processes, so the build beside
+# them takes the cores they leave.
+export DDP_BRIDGE_BIN=.build/debug/ddp-bridge
 
 # Ports taken: serve, demo and demo-server end at once naming the address, setting and cause;
 # the demo starts beside a Meteor app on port 3000. Then `ddp-bridge check` from another folder
@@ -120,24 +123,6 @@ python3 scripts/port_check.py
 python3 scripts/upstream_check.py
 # The README's first screen (your own app): its commands, run against demo-server standing in for the app.
 python3 scripts/readme_first_screen.py
-
-# The dashboard and alert rules (deploy/grafana, deploy/prometheus): promtool checks the rules and
-# prometheus.yml, every metric they name is exported by a running bridge after some traffic, and
-# Debian's Prometheus, run with the shipped prometheus.yml against that bridge, answers every query
-# of the dashboard's panels (~30 s: the shipped 15 s scrape interval, two scrapes).
-#
-# The HTTP contract: openapi.yaml is valid and the running server keeps it. The observability
-# check, which mostly waits for Prometheus's scrapes, runs beside it.
-stage "contract, observability beside it"
-ensure_packages prometheus
-setsid python3 scripts/check-observability.py > .build/observability.log 2>&1 &
-observability=$!
-scripts/contract-test.sh
-observed=0
-wait "$observability" || observed=$?
-observability=""
-cat .build/observability.log
-[ "$observed" = 0 ] || { echo "test.sh: the observability check failed" >&2; exit 1; }
 
 # MCP through the official Python SDK (PyPI's `mcp`, in a venv of its own), then the example
 # agent (examples/mcp_agent.py), against the demo bridge (~15 s).
@@ -169,6 +154,59 @@ scripts/tls-front-test.sh
 stage "proxies"
 scripts/proxy-stream-test.sh
 
+# Client examples (Python, Node, Go, Swift, shell) and a client generated from openapi.yaml,
+# each against the demo: their local copies must equal what REST returns, live and resumed.
+stage "examples"
+scripts/examples.sh
+
+# The web console: type check and node --test of its pure modules.
+stage "console"
+scripts/console-test.sh
+
+# The rest of the release build started after the Swift tests.
+stage "release build (the rest)"
+built=0
+wait "$release" || built=$?
+release=""
+tail -n 3 .build/release-build.log
+if [ "$built" != 0 ]; then
+    echo "test.sh: the release build failed; .build/release-build.log:" >&2
+    tail -n 40 .build/release-build.log >&2
+    exit 1
+fi
+export DDP_BRIDGE_BIN=$release_dir/ddp-bridge
+
+# The release package (scripts/package.sh: the binary must be static), then on a minimal Debian
+# root with nothing else, no libcrypto either (debootstrap, made once and kept in /var/tmp): the
+# demo starts from /, serves the console built in, keeps a session sealed with a key, and `check`
+# passes; then the binary runs in a root holding nothing but itself (~40 s the first time, ~5 s
+# after).
+stage "package"
+scripts/package.sh --no-build
+scripts/standalone-check.sh
+
+# The dashboard and alert rules (deploy/grafana, deploy/prometheus): promtool checks the rules and
+# prometheus.yml, every metric they name is exported by a running bridge after some traffic, and
+# Debian's Prometheus, run with the shipped prometheus.yml against that bridge, answers every query
+# of the dashboard's panels (~30 s: the shipped 15 s scrape interval, two scrapes).
+#
+# The HTTP contract: openapi.yaml is valid and the running server keeps it. The observability
+# check, which mostly waits for Prometheus's scrapes, runs beside it.
+stage "contract, observability beside it"
+ensure_packages prometheus
+setsid python3 scripts/check-observability.py > .build/observability.log 2>&1 &
+observability=$!
+scripts/contract-test.sh
+observed=0
+wait "$observability" || observed=$?
+observability=""
+cat .build/observability.log
+[ "$observed" = 0 ] || { echo "test.sh: the observability check failed" >&2; exit 1; }
+
+# The whole console page in headless Chromium (Selenium) against the running demo bridge.
+stage "browser"
+scripts/browser-test.sh
+
 # The resource campaign (~45 s): from one address, anonymous sessions loading a large publication,
 # distinct public reads and idle connections until refused, while another address is never
 # refused; the bridge's resident memory stays under its budget plus a margin.
@@ -179,25 +217,13 @@ python3 scripts/resource_campaign.py --seconds 30 --out .build/resource-campaign
 # within the margin: the change is not copied per filter).
 python3 scripts/resource_campaign.py --seconds 20 --only refused,filters --out .build/resource-campaign-flood.json
 
-# Client examples (Python, Node, Go, Swift, shell) and a client generated from openapi.yaml,
-# each against the demo: their local copies must equal what REST returns, live and resumed.
-stage "examples"
-scripts/examples.sh
-
-# The web console: type check and node --test of its pure modules, then the whole page in
-# headless Chromium (Selenium) against the running demo bridge.
-stage "console"
-scripts/console-test.sh
-stage "browser"
-scripts/browser-test.sh
-
 # Benchmarks are not tests; this seconds-long run of every part only keeps the harness from
 # rotting (its figures mean nothing). wrk (Debian) drives the REST part.
 stage "bench smoke"
 ensure_packages wrk
-.build/release/ddp-bench --help | grep -q -- '--load-same-priority' || { echo "ddp-bench --help did not print its usage" >&2; exit 1; }
-if .build/release/ddp-bench --no-such-option 2>/dev/null; then echo "ddp-bench accepted an unknown option" >&2; exit 1; fi
-GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" timeout 600 .build/release/ddp-bench --smoke --out .build/bench-smoke
+"$release_dir/ddp-bench" --help | grep -q -- '--load-same-priority' || { echo "ddp-bench --help did not print its usage" >&2; exit 1; }
+if "$release_dir/ddp-bench" --no-such-option 2>/dev/null; then echo "ddp-bench accepted an unknown option" >&2; exit 1; fi
+GIT_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" timeout 600 "$release_dir/ddp-bench" --smoke --out .build/bench-smoke
 
 report_stages
 count=0
