@@ -461,7 +461,7 @@ if [ "$COMPOSE" = 1 ]; then
     # podman-compose labels the service as Docker does (com.docker.compose.service).
     bridge_container=$(podman ps --filter "label=io.podman.compose.project=$RUN_ID" --filter "label=com.docker.compose.service=ddp-bridge" --format '{{.Names}}' | head -n 1)
     if timeout 30 podman healthcheck run "$bridge_container" >/dev/null 2>&1; then health=healthy; else health="unhealthy (exit $?)"; fi
-    check "compose: the bridge's healthcheck (the compose file's) says $health" test "$health" = healthy
+    check "compose: the bridge's healthcheck (the image's, under compose) says $health" test "$health" = healthy
 
     # A session with a subscription and a stream; then the bridge restarted (`compose restart`)
     # and its container replaced (the volume kept): the old token must still answer, with its
