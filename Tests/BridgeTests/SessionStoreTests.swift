@@ -318,6 +318,60 @@ import Timing
         }
     }
 
+    /// A store kept in memory by the test: what a program embedding the bridge would give it.
+    final class GivenStore: SessionStore {
+        let rows = LockedState([String: StoredSession]())
+        let opens = LockedState(0)
+        let closes = LockedState(0)
+        func prepare() async throws {}
+        func save(_ session: StoredSession) async throws { rows.withLock { $0[session.tokenHash] = session } }
+        func load(tokenHash: String) async throws -> StoredSession? { rows.withLock { $0[tokenHash] } }
+        func end(tokenHash: String, reason: String, onlyIfExpiredBy: Int64?, now: Int64) async throws {
+            rows.withLock { $0[tokenHash] = nil }
+        }
+        func purge(before: Int64) async throws {}
+        func shutdown() async { closes.withLock { $0 += 1 } }
+    }
+
+    /// The store is a parameter of the application (its runtime), not only a setting: a store
+    /// given to two lives of the bridge, one after the other, keeps a session between them, in
+    /// place of the store the configuration names (here none); each life opens it once and
+    /// closes it.
+    @Test func aStoreGivenToTheApplicationKeepsTheSessionsBetweenItsLives() async throws {
+        let store = GivenStore()
+        var runtime = BridgeRuntime()
+        runtime.sessionStore = {
+            store.opens.withLock { $0 += 1 }
+            return store
+        }
+        let key = SessionKey.random()
+        try await Self.withUpstream { _, url in
+            let configure: @Sendable (inout BridgeConfiguration) -> Void = {
+                // The settings name no store: only the given one can keep the session.
+                $0.sessionStore = .memory
+                $0.sessionKey = key
+            }
+            let first = LockedState(("", EJSON.null))
+            try await BridgeHarness.run(upstreamURL: url, configure: configure, runtime: runtime) { h in
+                let (token, login) = try await h.session(#"{"username":"alice","password":"secret"}"#)
+                #expect(try await h.request(.post, "/v1/subscriptions", token: token, body: #"{"name":"tasks"}"#).status == .created)
+                let session = try await h.request(.get, "/v1/session", token: token)
+                first.withLock { $0 = (token, session["subscriptions"] ?? .null) }
+                #expect(login["userId"] != nil)
+            }
+            #expect(store.rows.withLock { $0.count } == 1, "the session was written to the given store")
+            let (token, subscriptions) = first.withLock { $0 }
+            try await BridgeHarness.run(upstreamURL: url, configure: configure, runtime: runtime) { h in
+                let session = try await h.request(.get, "/v1/session", token: token)
+                #expect(session.status == .ok, "\(session.text)")
+                #expect(session["subscriptions"] == subscriptions)
+                #expect(metricSample(try await h.request(.get, "/metrics").text, "ddp_bridge_sessions_resumed_total") == 1)
+            }
+        }
+        #expect(store.opens.withLock { $0 } == 2)
+        #expect(store.closes.withLock { $0 } == 2)
+    }
+
     /// The first requests of a new life, all at once and while the store is still opening (another
     /// process holds the file's lock for a moment, as an old container still stopping would): each
     /// resumes its session, and the store is opened once (a log line per open). Opens racing each

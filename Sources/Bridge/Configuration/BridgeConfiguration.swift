@@ -1,3 +1,4 @@
+public import BridgeStore
 public import DDP
 public import DDPClient
 public import NIOCore
@@ -17,6 +18,11 @@ public struct BridgeRuntime: Sendable {
     /// probe) reports why it failed: one warning per change of cause, not one per attempt and
     /// per session.
     public var upstreamFailureLog: UpstreamFailureLog
+    /// The session store, when the application is given one (a test, or a program embedding the
+    /// bridge): opened by the bridge at start, closed at shutdown, and used in place of the one
+    /// the configuration names (`sessionStore`). Sessions are written to a store only with a
+    /// session key, this one included.
+    package var sessionStore: (@Sendable () async throws -> any SessionStore)?
 
     public init(
         clock: BridgeClock = .system, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,

@@ -89,7 +89,11 @@ public final class SessionRegistry: Service, Sendable {
         self.pacer = ReconnectPacer(rate: settings.reconnectRate, burst: settings.reconnectBurst, clock: runtime.clock)
         self.budget = MemoryBudget(settings.budget)
         self.liveStreams = LiveStreams(clock: runtime.clock)
-        if let key = settings.sessionKey, settings.sessionStore != .memory {
+        if let key = settings.sessionKey, let given = runtime.sessionStore {
+            persistence = SessionPersistence(
+                given: given, key: key, timeout: settings.storeTimeout, clock: runtime.clock, logger: logger, metrics: metrics,
+                loop: runtime.eventLoopGroup.any())
+        } else if let key = settings.sessionKey, settings.sessionStore != .memory {
             persistence = SessionPersistence(
                 choice: settings.sessionStore, key: key, dataDirectory: settings.dataDirectory, timeout: settings.storeTimeout,
                 clock: runtime.clock, logger: logger, metrics: metrics,

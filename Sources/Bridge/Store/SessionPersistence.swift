@@ -68,6 +68,21 @@ actor SessionPersistence {
         self.up = metrics.storeUp
     }
 
+    /// The store the application was given (``BridgeRuntime/sessionStore``), opened within the
+    /// same deadline as the others; one that opens after it is closed again.
+    init(
+        given: @escaping Opener, key: SessionKey, timeout: Duration, clock: BridgeClock, logger: Logger, metrics: BridgeMetrics,
+        loop: any EventLoop
+    ) {
+        self.init(
+            name: "given",
+            opener: {
+                try await SessionPersistence.withDeadline("open", timeout, clock: clock, on: loop, discardLate: { await $0.shutdown() }) {
+                    try await given()
+                }
+            }, key: key, timeout: timeout, clock: clock, logger: logger, metrics: metrics, loop: loop)
+    }
+
     private static func opener(
         for choice: SessionStoreChoice, dataDirectory: String, timeout: Duration, clock: BridgeClock, logger: Logger, loop: any EventLoop
     ) -> Opener? {
