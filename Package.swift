@@ -175,8 +175,8 @@ let package = Package(
             swiftSettings: swiftSettings,
             // The release binary is static: the Swift runtime, Foundation, glibc, libstdc++, zlib
             // and the system's libcrypto (libssl-dev's libcrypto.a) are linked in, so it runs on any
-            // x86_64 or arm64 Linux with nothing installed, and the image is that file on an empty
-            // base (docs/OPERATIONS.md, "The binary and the image").
+            // Linux of its architecture with nothing installed, and the image is that file on an
+            // empty base (docs/OPERATIONS.md, "The release package").
             linkerSettings: [.unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release))]
         ),
         // The benchmark harness (release build: scripts/bench.sh): micro-benchmarks of the hot
