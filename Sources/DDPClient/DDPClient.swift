@@ -250,7 +250,7 @@ public actor DDPClient {
             let upstream = UpstreamChannel(
                 target: target, headers: options.handshakeHeaders, compression: options.compression, maxMessageSize: maxSize,
                 sslContext: sslContext, handshakeTimeout: options.protocolConfiguration.connectTimeout, clock: options.clock, handle: handle,
-                client: self
+                client: self, resolver: options.resolver
             )
             ended = upstream.connect(on: eventLoop, logger: logger)
         } catch {

@@ -1,5 +1,6 @@
 public import DDP
 public import HTTPTypes
+public import NIOPosix
 public import Timing
 
 /// Where and how a ``DDPClient`` connects: the URL, transport options and protocol settings.
@@ -34,6 +35,8 @@ public struct DDPClientOptions: Sendable {
     public var failureLog: UpstreamFailureLog
     /// Where the client reads the time and sets its timers (a driven clock in tests).
     public var clock: BridgeClock
+    /// How the upstream's host name becomes addresses; `nil`: the system's (getaddrinfo).
+    package var resolver: (any Resolver & Sendable)?
 
     public init(
         url: String,

@@ -14,14 +14,19 @@ final class AttemptStageObserver: ChannelInboundHandler, RemovableChannelHandler
     static let name = "ddp-bridge.attempt-stage"
 
     private let handle: ChannelHandle
+    private let connected: AttemptConnected
     private let secure: Bool
 
-    init(handle: ChannelHandle, secure: Bool) {
+    init(handle: ChannelHandle, connected: AttemptConnected, secure: Bool) {
         self.handle = handle
+        self.connected = connected
         self.secure = secure
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        connected.set()
+        // Of the channels tried for a name's addresses, the handle holds the one that connected.
+        handle.attach(context.channel)
         handle.reached(secure ? .tls : .upgrade)
         context.fireChannelActive()
     }

@@ -37,11 +37,14 @@ struct UpstreamChannel: Sendable {
     let clock: BridgeClock
     let handle: ChannelHandle
     let client: DDPClient
+    /// How the host's name becomes addresses; `nil`: NIO's (getaddrinfo). Tests give names
+    /// several addresses with it.
+    var resolver: (any Resolver & Sendable)? = nil
 
     /// TLS and the upgrade on a new channel, under the attempt's deadline (which fails `result`
     /// with the stage it cut); the upgrade's outcome.
     private func setUp(
-        channel: any Channel, result: EventLoopPromise<UpstreamTransportError?>, logger: Logger
+        channel: any Channel, connected: AttemptConnected, result: EventLoopPromise<UpstreamTransportError?>, logger: Logger
     ) throws -> EventLoopFuture<Upgrade> {
         handle.attach(channel)
         let handle = self.handle
@@ -56,7 +59,7 @@ struct UpstreamChannel: Sendable {
         }
         // After TLS, before HTTP: it sees the connection open and the TLS handshake finish.
         try channel.pipeline.syncOperations.addHandler(
-            AttemptStageObserver(handle: handle, secure: sslContext != nil), name: AttemptStageObserver.name)
+            AttemptStageObserver(handle: handle, connected: connected, secure: sslContext != nil), name: AttemptStageObserver.name)
         let upgrade = try configureUpgrade(channel: channel)
         upgrade.whenComplete { outcome in
             deadline.cancel()
@@ -137,7 +140,9 @@ struct UpstreamChannel: Sendable {
     /// No task waits for it.
     func connect(on eventLoop: any EventLoop, logger: Logger) -> EventLoopFuture<UpstreamTransportError?> {
         let result = eventLoop.makePromise(of: UpstreamTransportError?.self)
-        ClientBootstrap(group: eventLoop)
+        var bootstrap = ClientBootstrap(group: eventLoop)
+        if let resolver { bootstrap = bootstrap.resolver(resolver) }
+        bootstrap
             // The attempt's deadline is the handshake's (in `setUp`); this bounds the name lookup too.
             // No half-closure: the upstream's FIN closes the channel, during the upgrade too (with
             // it, an upstream that closed while stopping held the attempt until its deadline).
@@ -148,16 +153,21 @@ struct UpstreamChannel: Sendable {
             // ~30 ms per turn: docs/ARCHITECTURE.md, "Work whose size depends on data").
             .channelOption(.maxMessagesPerRead, value: Self.readsPerTurn)
             .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: Self.firstReadSize, maximum: Self.readSize))
-            .channelInitializer { [client, handle] channel in
+            .channelInitializer { [client] channel in
+                // A name with several addresses (`localhost`: ::1 and 127.0.0.1) makes a channel
+                // per address tried (NIO's Happy Eyeballs): only the one that connects speaks for
+                // the attempt. One that never connected ends with the connection's error
+                // (refused, not resolved), which the bootstrap reports once every address failed;
+                // its own end (closed, its upgrade never answered) is not the attempt's.
+                let connected = AttemptConnected()
                 // If the channel goes before the upgrade has said anything (an upgrade handler
                 // that never completes), the attempt still ends. Completing a promise again is a
-                // no-op. One that never connected ends with the connection's error (refused,
-                // not resolved), which the bootstrap reports after the channel has closed.
+                // no-op.
                 channel.closeFuture.whenComplete { _ in
-                    if handle.stage != .tcp { result.fail(ChannelError.ioOnClosedChannel) }
+                    if connected.value { result.fail(ChannelError.ioOnClosedChannel) }
                 }
                 return channel.eventLoop.makeCompletedFuture {
-                    try setUp(channel: channel, result: result, logger: logger).whenComplete { outcome in
+                    try setUp(channel: channel, connected: connected, result: result, logger: logger).whenComplete { outcome in
                         switch outcome {
                         case .success(.websocket(let ended)):
                             // Only once the upgrade has finished does NIO's upgrade handler let
@@ -175,7 +185,7 @@ struct UpstreamChannel: Sendable {
                                             status: Int($0.status.code), contentType: $0.headers.first(name: "content-type"))
                                     } ?? ChannelError.ioOnClosedChannel)
                             }
-                        case .failure(let error): result.fail(error)
+                        case .failure(let error): if connected.value { result.fail(error) }
                         }
                     }
                 }
@@ -184,6 +194,13 @@ struct UpstreamChannel: Sendable {
             .whenFailure { result.fail($0) }
         return result.futureResult
     }
+}
+
+/// Whether one channel of an attempt connected (set on its loop, by ``AttemptStageObserver``).
+final class AttemptConnected: Sendable {
+    private let connected = NIOLockedValueBox(false)
+    var value: Bool { connected.withLockedValue { $0 } }
+    func set() { connected.withLockedValue { $0 = true } }
 }
 
 /// The channel of the current attempt, so its owner can close it from outside the
