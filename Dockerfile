@@ -33,6 +33,8 @@ RUN apt-get update \
 
 FROM scratch
 COPY --from=files /rootfs/ /
+# Owned by the user however the builder copies owners (podman keeps them; say it for any).
+COPY --from=files --chown=10001:10001 /rootfs/var/lib/ddp-bridge /var/lib/ddp-bridge
 COPY dist/ddp-bridge /usr/local/bin/ddp-bridge
 USER 10001:10001
 # The embedded session store (sessions.sqlite, written when DDP_BRIDGE_SESSION_KEY is set)

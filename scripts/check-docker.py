@@ -65,6 +65,8 @@ check(data_dir == "/var/lib/ddp-bridge", "DDP_BRIDGE_DATA_DIR is /var/lib/ddp-br
 check(any(c.cmd == "VOLUME" and data_dir in c.value for c in final), "the data folder is a VOLUME")
 check(any(c.cmd == "RUN" and re.search(rf"chown 10001:10001 /rootfs{re.escape(str(data_dir))}\b", c.value[0])
           for c in commands), "the data folder is made for uid 10001 (the bridge writes sessions.sqlite there)")
+check(any(c.cmd == "COPY" and "--chown=10001:10001" in c.flags and c.value[-1] == data_dir for c in final),
+      "the data folder is copied in owned by uid 10001, whatever the builder does with owners")
 check(any(c.cmd == "RUN" and "ca-certificates.crt /rootfs/etc/ssl/certs/" in c.value[0] for c in commands),
       "the CA certificates are in the image (a wss:// upstream)")
 check(env.get("DDP_BRIDGE_HOST") == "0.0.0.0", "the bridge listens on all of the container's addresses")

@@ -7,7 +7,7 @@
 # or FAIL; the exit status is non-zero when one failed. What is checked: scripts/failover_test.py.
 #
 #   ./scripts/failover-test.sh                         # DDP_BRIDGE_BIN defaults to .build/debug/ddp-bridge
-#   DDP_BRIDGE_BIN=.build/release/ddp-bridge ./scripts/failover-test.sh
+#   DDP_BRIDGE_BIN=.build-release/release/ddp-bridge ./scripts/failover-test.sh
 #   FAILOVER_STORE=none ./scripts/failover-test.sh     # replicas without a session store: the
 #                                                      # harness alone (the failover checks FAIL)
 #

@@ -5,8 +5,8 @@
 #   dist/ddp-bridge-<version>-linux-<arch>.tar.gz  and  dist/ddp-bridge-<version>-linux-<arch>.tar.gz.sha256
 # the binary alone as dist/ddp-bridge (what the Dockerfile copies into the image), and its
 # symbols, for reading a crash's addresses, as dist/ddp-bridge-<version>-linux-<arch>.debug.
-# The binary needs no library at all: `ldd` must say it is not a dynamic executable, else the
-# script fails.
+# The binary needs no library at all: it must have no dynamic loader and name no library
+# (readelf), else the script fails.
 #
 #   scripts/package.sh [--no-build]     (--no-build: package the release binary already built)
 set -euo pipefail
@@ -23,12 +23,13 @@ for argument in "$@"; do
 done
 
 if [ "$BUILD" = 1 ]; then release_build --product ddp-bridge; fi
-binary="$release_dir/ddp-bridge"
+binary=$(readlink -f "$release_dir/ddp-bridge" || true)
 [ -x "$binary" ] || { echo "package: no release binary at $binary (build it, or leave out --no-build)" >&2; exit 1; }
 
 # Package.swift links the release binary with -static-executable: no dynamic loader (no INTERP
 # header), no library needed at run time.
-if readelf --program-headers "$binary" | grep -q INTERP || readelf --dynamic "$binary" | grep -q NEEDED; then
+headers=$(readelf --program-headers --dynamic "$binary")
+if grep -q -e INTERP -e NEEDED <<< "$headers"; then
     echo "package: the binary is not static (see Package.swift's linker settings); it loads:" >&2
     ldd "$binary" >&2 || true
     exit 1

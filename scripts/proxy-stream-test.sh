@@ -3,7 +3,7 @@
 # each event arrives when it is sent, never compressed; a control with buffering forced on shows
 # the measure can fail. What is checked: scripts/proxy_stream_test.py.
 #
-#   DDP_BRIDGE_BIN=.build/release/ddp-bridge scripts/proxy-stream-test.sh [--only nginx|caddy]
+#   DDP_BRIDGE_BIN=.build-release/release/ddp-bridge scripts/proxy-stream-test.sh [--only nginx|caddy]
 #
 # Installs what is missing (Debian: nginx, caddy, curl; their services are not started).
 # Everything listens on 127.0.0.1 on free ports; the whole run is cut at 120 s, and any process

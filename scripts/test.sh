@@ -38,12 +38,23 @@ timeout 900 nice -n 19 ionice -c 3 scripts/prefetch.sh > .build/prefetch.log 2>&
 prefetch=$!
 observability=""
 release=""
+# The background jobs are process groups of their own (setsid): stopped as a whole, and waited
+# for (a build left running would hold .build-release's lock for the next run).
+stop_group() {
+    [ -n "$1" ] || return 0
+    kill -- "-$1" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 -- "-$1" 2>/dev/null || return 0; sleep 0.1; done
+    kill -9 -- "-$1" 2>/dev/null || true
+}
 stop_background() {
-    if [ -n "$observability" ]; then kill -- "-$observability" 2>/dev/null || true; fi
-    if [ -n "$release" ]; then kill -- "-$release" 2>/dev/null || true; fi
+    stop_group "$observability"
+    stop_group "$release"
     wait "$prefetch" 2>/dev/null || true
 }
 trap 'report_stages; stop_background' EXIT
+# Killed (CI's time limit, ^C): exit, so the EXIT trap stops the background jobs.
+trap 'exit 143' TERM HUP
+trap 'exit 130' INT
 
 # `swift test` with a time limit: a test that never ends fails the run after `limit` seconds,
 # naming the tests that started and never ended, instead of holding it until CI's own limit.
@@ -89,7 +100,7 @@ bounded_swift_test 900 .build/test-output.txt --disable-xctest
 # beside the heavy tests (one test at a time, about one core), fuzzing and the stages run against
 # the debug binary, and is waited for after them: nice 19 leaves the tests their cores, and their
 # timing, while the build takes what they leave.
-setsid nice -n 19 bash -c 'source scripts/setup.sh && release_build --product ddp-bridge' > .build/release-build.log 2>&1 &
+setsid timeout 2400 nice -n 19 bash -c 'source scripts/setup.sh && release_build --product ddp-bridge' > .build/release-build.log 2>&1 &
 release=$!
 # Heavy tests (tens of thousands of documents) run on their own, so their load does not
 # disturb the timing of the others.
@@ -109,8 +120,8 @@ stage "fuzzing"
 scripts/fuzz.sh --seconds 15
 
 # While the release build goes on: the stages that check behaviour rather than speed, against the
-# debug build's binary (the release binary gets the package, contract, observability, browser,
-# resource and benchmark stages below). Each mostly waits on its processes, so the build beside
+# debug build's binary (the release binary gets the package, failover, contract, observability,
+# browser, resource and benchmark stages below). Each mostly waits on its processes, so the build beside
 # them takes the cores they leave.
 export DDP_BRIDGE_BIN=.build/debug/ddp-bridge
 
@@ -133,12 +144,6 @@ scripts/mcp-sdk-test.sh
 # upstream call as its own child; a stream's span covers its opening, its token redacted (~5 s).
 stage "tracing"
 scripts/trace-test.sh
-
-# Two replicas behind HAProxy (deploy/haproxy.cfg) sharing a throwaway PostgreSQL session store,
-# the demo DDP server as the upstream: the replica serving a session is killed, then the other is
-# drained; writes with the same token go on, the stream resumes, the copy equals REST (~15 s).
-stage "failover"
-scripts/failover-test.sh
 
 # The TLS + HTTP/2 front (deploy/haproxy-tls.cfg beside haproxy.cfg) with a self-signed certificate
 # made by the test: curl --http2 sees a stream's events arrive one by one, and headless Chromium
@@ -179,8 +184,11 @@ wait_release() {
 }
 stage "release build (the rest)"
 wait_release
-export DDP_BRIDGE_BIN=$release_dir/ddp-bridge
-setsid nice -n 19 bash -c 'source scripts/setup.sh && release_build --product ddp-bench' > .build/release-build.log 2>&1 &
+# The binary's own path, not SwiftPM's `release` link, which the harness's build beside the
+# next stages may make again.
+DDP_BRIDGE_BIN=$(readlink -f "$release_dir/ddp-bridge")
+export DDP_BRIDGE_BIN
+setsid timeout 1200 nice -n 19 bash -c 'source scripts/setup.sh && release_build --product ddp-bench' > .build/release-build.log 2>&1 &
 release=$!
 
 # The release package (scripts/package.sh: the binary must be static), then on a minimal Debian
@@ -191,6 +199,13 @@ release=$!
 stage "package"
 scripts/package.sh --no-build
 scripts/standalone-check.sh
+
+# Two replicas behind HAProxy (deploy/haproxy.cfg) sharing a throwaway PostgreSQL session store,
+# the demo DDP server as the upstream: the replica serving a session is killed, then the other is
+# drained; writes with the same token go on, the stream resumes, the copy equals REST (~15 s).
+# Against the release binary: PostgreSQL through the static build's libraries.
+stage "failover"
+scripts/failover-test.sh
 
 # The dashboard and alert rules (deploy/grafana, deploy/prometheus): promtool checks the rules and
 # prometheus.yml, every metric they name is exported by a running bridge after some traffic, and

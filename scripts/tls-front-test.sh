@@ -3,7 +3,7 @@
 # replicas, checked with curl and headless Chromium: ten EventSource streams from one page over
 # HTTP/2, against six over HTTP/1.1. What is checked: scripts/tls_front_test.py.
 #
-#   DDP_BRIDGE_BIN=.build/release/ddp-bridge scripts/tls-front-test.sh
+#   DDP_BRIDGE_BIN=.build-release/release/ddp-bridge scripts/tls-front-test.sh
 #
 # Installs what is missing (Debian: haproxy, openssl, curl, chromium, chromium-driver, iproute2;
 # Selenium from PyPI into .build/pyenv, as scripts/browser-test.sh does). Everything listens on

@@ -18,8 +18,8 @@ public struct BridgeRuntime: Sendable {
     /// probe) reports why it failed: one warning per change of cause, not one per attempt and
     /// per session.
     public var upstreamFailureLog: UpstreamFailureLog
-    /// The session store, when the application is given one (a test, or a program embedding the
-    /// bridge): opened by the bridge at start, closed at shutdown, and used in place of the one
+    /// The session store, when the application is given one (a test, or a program of this
+    /// package): opened by the bridge at start, closed at shutdown, and used in place of the one
     /// the configuration names (`sessionStore`). Sessions are written to a store only with a
     /// session key, this one included.
     package var sessionStore: (@Sendable () async throws -> any SessionStore)?

@@ -438,7 +438,7 @@ public final class SessionRegistry: Service, Sendable {
     public func run() async throws {
         if let persistence {
             await persistence.start()
-            logger.info("sessions are kept in the session store", metadata: ["store": .string(settings.sessionStore.description)])
+            logger.info("sessions are kept in the session store", metadata: ["store": .string(persistence.name)])
         } else if settings.sessionStore != .memory {
             logger.notice("sessions are kept in memory only (no --session-key): a restart ends them")
         }

@@ -22,7 +22,7 @@ actor SessionPersistence {
     typealias Opener = @Sendable () async throws -> any SessionStore
 
     nonisolated let key: SessionKey
-    private let name: String
+    nonisolated let name: String
     private let opener: Opener?
     private let logger: Logger
     /// Where the deadlines' timers run.
