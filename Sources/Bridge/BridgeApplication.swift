@@ -51,7 +51,7 @@ public enum BridgeApplication {
             places: (
                 take: { [registry] client throws(BridgeError) in try registry.takeMCPPlace(for: client) },
                 release: { [registry] in registry.releaseMCPPlace(for: $0) }
-            ))
+            ), budget: registry.budget)
         let routes = BridgeRoutes(
             settings: configuration.routeSettings, registry: registry, probe: probe, fanout: fanout, admission: admission, mcp: mcp)
         let ownOrigins = OwnOrigins(configured: configuration.publicOrigins)

@@ -249,15 +249,22 @@ import Testing
 
     @Test func aSessionWatchesAtMostItsLimitAndHasOneStream() {
         let watch = MCPWatch()
-        for n in 0..<MCPWatch.limit { #expect(watch.add("ddp://tasks/\(n)", .document(collection: "tasks", id: .string("\(n)")))) }
-        #expect(!watch.add("ddp://tasks/more", .document(collection: "tasks", id: .string("more"))))
-        #expect(watch.add("ddp://tasks/0", .document(collection: "tasks", id: .string("0"))), "watching again is refused")
-        watch.remove("ddp://tasks/0")
-        #expect(watch.add("ddp://tasks/more", .document(collection: "tasks", id: .string("more"))))
-        #expect(watch.openStream {})
-        #expect(!watch.openStream {})
-        watch.streamClosed()
-        #expect(watch.openStream {})
+        for n in 0..<MCPWatch.limit { #expect(watch.add("ddp://tasks/\(n)", .document(collection: "tasks", id: .string("\(n)"))) == .added) }
+        #expect(watch.add("ddp://tasks/more", .document(collection: "tasks", id: .string("more"))) == .refused)
+        #expect(watch.add("ddp://tasks/0", .document(collection: "tasks", id: .string("0"))) == .present, "watching again is fine")
+        #expect(watch.remove("ddp://tasks/0") == MCPWatch.cost(of: "ddp://tasks/0"), "its charge given back")
+        #expect(watch.remove("ddp://tasks/0") == 0, "not watched: nothing to give back")
+        #expect(watch.add("ddp://tasks/more", .document(collection: "tasks", id: .string("more"))) == .added)
+        // Its end gives back what every resource watched was charged, and nothing is watched after.
+        let charged = (1..<MCPWatch.limit).map { MCPWatch.cost(of: "ddp://tasks/\($0)") }.reduce(0, +) + MCPWatch.cost(of: "ddp://tasks/more")
+        #expect(watch.release() == charged)
+        #expect(watch.add("ddp://tasks/after", .document(collection: "tasks", id: .string("after"))) == .refused)
+        #expect(watch.release() == 0)
+        let watch2 = MCPWatch()
+        #expect(watch2.openStream {})
+        #expect(!watch2.openStream {})
+        watch2.streamClosed()
+        #expect(watch2.openStream {})
     }
 }
 
@@ -317,5 +324,52 @@ import Testing
         #expect(throws: MCPSessions.Refusal.notYours) { try book.close("b", owner: "bob") }
         try book.close("b", owner: "alice")
         #expect(throws: MCPSessions.Refusal.unknown) { try book.close("b", owner: "alice") }
+    }
+}
+
+/// An MCP session's memory and the budget, through HTTP (the budget read inside the bridge).
+@Suite struct MCPBudgetTests {
+    /// An MCP session's memory is charged to its address's share of the memory budget: its place,
+    /// and each resource it watches. A resource past the share is refused with the bridge's
+    /// `memory-share-exhausted` (before the session's own limit of resources); unsubscribing
+    /// gives a resource's charge back, and the session's end gives back all of it.
+    @Test func anAgentsWatchedResourcesAreChargedToItsAddressesShareOfTheMemoryBudget() async throws {
+        try await BridgeHarness.run(configure: {
+            $0.memoryBudget = 2 << 20
+            $0.memoryShareAddress = 25  // 512 KiB for the address: about 60 long resources
+        }) { h in
+            let here = ClientKey(address: "127.0.0.1", ipv6Prefix: 64)
+            let before = h.registry.budget.used(by: here)
+            let (alice, _, alicesAgent) = try await MCPRoutesTests.alicesAgent(h)
+            var agent = alicesAgent
+            let opened = h.registry.budget.used(by: here)
+            #expect(opened >= before + MCPSessions.baseCost, "the session's place is charged")
+            let uri = { (n: Int) in "ddp://tasks/" + String(repeating: "x", count: 1_900) + "\(n)" }
+            var refusal: EJSON?
+            var watched = 0
+            for n in 0..<MCPWatch.limit {
+                let answer = try await agent.call("resources/subscribe", ["uri": .string(uri(n))])
+                if let error = answer["error"] {
+                    refusal = error
+                    break
+                }
+                watched += 1
+            }
+            #expect(refusal?["data"]?["error"] == "memory-share-exhausted", "\(String(describing: refusal))")
+            #expect(watched > 0 && watched < MCPWatch.limit, "refused by the budget, not by the session's limit: \(watched) watched")
+            let full = h.registry.budget.used(by: here)
+            #expect(
+                full == opened + (0..<watched).map { MCPWatch.cost(of: uri($0)) }.reduce(0, +),
+                "each watched resource is charged; the refused one is not")
+            #expect(try await agent.call("resources/unsubscribe", ["uri": .string(uri(0))]) == [:])
+            #expect(h.registry.budget.used(by: here) == full - MCPWatch.cost(of: uri(0)))
+            // Room again: the next resource is watched.
+            #expect(try await agent.call("resources/subscribe", ["uri": .string(uri(0))]) == [:])
+            let sessionID = try #require(agent.sessionID)
+            #expect(
+                try await h.request(.delete, "/mcp", token: alice, headers: [MCPRoutesTests.BridgeRoutesHeaders.session: sessionID]).status
+                    == .noContent)
+            #expect(h.registry.budget.used(by: here) == opened - MCPSessions.baseCost, "its end gives back all it was charged")
+        }
     }
 }

@@ -61,7 +61,7 @@ extension BridgeRoutes {
         }
         guard case .request(let id, let method, let params) = inbound else { return Response(status: .accepted) }
         do {
-            let result = try await mcpAnswer(method, params, signedIn: credential != nil, watch: entry.watch, request, context)
+            let result = try await mcpAnswer(method, params, signedIn: credential != nil, entry: entry, request, context)
             return Self.mcpJSON(MCPProtocol.response(id: id, result: result))
         } catch var fault as MCPProtocol.Fault {
             fault.id = id
@@ -205,7 +205,8 @@ extension BridgeRoutes {
 
     /// A request's result, or a JSON-RPC error (``MCPProtocol/Fault``).
     private func mcpAnswer(
-        _ method: String, _ params: EJSONObject, signedIn: Bool, watch: MCPWatch, _ request: Request, _ context: BridgeRequestContext
+        _ method: String, _ params: EJSONObject, signedIn: Bool, entry: MCPSessions.Entry, _ request: Request,
+        _ context: BridgeRequestContext
     )
         async throws -> EJSON
     {
@@ -282,8 +283,8 @@ extension BridgeRoutes {
             }
             guard signedIn else { throw MCPProtocol.Fault.invalidParams("Signed out, no resource can be subscribed to") }
             if method == "resources/unsubscribe" {
-                watch.remove(uri)
-            } else if !watch.add(uri, resource) {
+                mcp.unwatch(uri, for: entry)
+            } else if !(try mcp.watch(uri, resource, for: entry)) {
                 throw MCPProtocol.Fault.invalidParams("This session watches its most resources (\(MCPWatch.limit)); unsubscribe from one first")
             }
             return [:]

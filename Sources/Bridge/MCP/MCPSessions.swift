@@ -114,17 +114,54 @@ final class MCPSessions: Sendable {
     private let book: LockedState<Book>
     /// At most one notification per resource per this long (``MCPWatch``).
     let notifyInterval: Duration
+    /// Where each session's memory is charged, to its address: its place (``baseCost``) from
+    /// open to end, and each resource it watches (``MCPWatch/cost(of:)``). `nil`: not charged.
+    private let budget: MemoryBudget?
+    /// What a session costs the memory budget before it watches anything: its entry and watch.
+    static let baseCost = 1024
     /// Where each MCP session holds its place among the bridge's sessions (in all and per
     /// address): taken as it opens, given back as it ends. `nil`: the book's bounds alone.
     private let places: (take: @Sendable (ClientKey) throws(BridgeError) -> Void, release: @Sendable (ClientKey) -> Void)?
 
     init(
         maxSessions: Int, maxPerAddress: Int, idleTimeout: Duration, notifyInterval: Duration = .seconds(1),
-        places: (take: @Sendable (ClientKey) throws(BridgeError) -> Void, release: @Sendable (ClientKey) -> Void)? = nil
+        places: (take: @Sendable (ClientKey) throws(BridgeError) -> Void, release: @Sendable (ClientKey) -> Void)? = nil,
+        budget: MemoryBudget? = nil
     ) {
         book = LockedState(Book(maxSessions: maxSessions, maxPerAddress: maxPerAddress, idleTimeout: idleTimeout))
         self.notifyInterval = notifyInterval
         self.places = places
+        self.budget = budget
+    }
+
+    /// Charges `bytes` to `address` (a session without a credential: its anonymous share); gives
+    /// them back and throws the refusal when the budget or the address's share is past its bound.
+    private func charge(_ bytes: Int, to address: ClientKey, anonymous: Bool) throws(BridgeError) {
+        guard let budget else { return }
+        if let refusal = budget.refusal(budget.charge(address, bytes, anonymous: anonymous), anonymous: anonymous) {
+            budget.charge(address, -bytes, anonymous: anonymous)
+            throw refusal
+        }
+    }
+
+    private func giveBack(_ bytes: Int, from address: ClientKey, anonymous: Bool) {
+        guard bytes > 0 else { return }
+        budget?.charge(address, -bytes, anonymous: anonymous)
+    }
+
+    /// The session `entry` watches `uri` (again is fine), charged to its address; `false` past
+    /// ``MCPWatch/limit``. Throws the budget's refusal.
+    func watch(_ uri: String, _ resource: MCPResource, for entry: Entry) throws(BridgeError) -> Bool {
+        let cost = MCPWatch.cost(of: uri)
+        try charge(cost, to: entry.address, anonymous: entry.owner == nil)
+        let added = entry.watch.add(uri, resource)
+        if added != .added { giveBack(cost, from: entry.address, anonymous: entry.owner == nil) }
+        return added != .refused
+    }
+
+    /// The session `entry` no longer watches `uri`; its charge is given back.
+    func unwatch(_ uri: String, for entry: Entry) {
+        giveBack(entry.watch.remove(uri), from: entry.address, anonymous: entry.owner == nil)
     }
 
     var count: Int { book.withLock { $0.count } }
@@ -142,9 +179,16 @@ final class MCPSessions: Sendable {
         endStreams()
         try places?.take(address)
         do {
+            try charge(Self.baseCost, to: address, anonymous: owner == nil)
+        } catch {
+            places?.release(address)
+            throw error
+        }
+        do {
             try book.withLock { book throws(Refusal) in try book.open(entry, now: now) }
         } catch {
             places?.release(address)
+            giveBack(Self.baseCost, from: address, anonymous: owner == nil)
             throw error
         }
         return id
@@ -166,6 +210,7 @@ final class MCPSessions: Sendable {
         for entry in book.withLock({ $0.takeEnded() }) {
             entry.watch.end()
             places?.release(entry.address)
+            giveBack(Self.baseCost + entry.watch.release(), from: entry.address, anonymous: entry.owner == nil)
         }
     }
 }

@@ -26,6 +26,22 @@ final class MCPWatch: Sendable {
         /// Ends the open server stream (its MCP session ended); `nil`: none is open.
         var endStream: (@Sendable () -> Void)?
         var notes = Notes()
+        /// The bytes the watched resources are charged to the memory budget (``cost(of:)`` each).
+        var charged = 0
+        /// The session ended: nothing more is watched, and what was charged went back.
+        var ended = false
+    }
+
+    /// What watching `uri` costs the memory budget: its resource (the URI, and a query's parsed
+    /// selector, sort and fields, a few times the URI's size at most) and its notes.
+    static func cost(of uri: String) -> Int { 256 + 4 * uri.utf8.count }
+
+    enum Added: Equatable {
+        case added
+        /// Watched already: nothing new to charge.
+        case present
+        /// Past ``limit``, or the session ended.
+        case refused
     }
 
     /// When each resource was last notified, which wait for their interval to end (with the
@@ -94,19 +110,37 @@ final class MCPWatch: Sendable {
         self.interval = interval
     }
 
-    /// Watches `uri` (again is fine); `false` past ``limit``.
-    func add(_ uri: String, _ resource: MCPResource) -> Bool {
+    /// Watches `uri`, at ``cost(of:)`` (charged by the caller first, who gives it back unless it
+    /// was ``Added/added``).
+    func add(_ uri: String, _ resource: MCPResource) -> Added {
         watched.withLock { watched in
-            guard watched.resources[uri] != nil || watched.resources.count < Self.limit else { return false }
+            guard !watched.ended else { return .refused }
+            guard watched.resources[uri] == nil else { return .present }
+            guard watched.resources.count < Self.limit else { return .refused }
             watched.resources[uri] = resource
-            return true
+            watched.charged += Self.cost(of: uri)
+            return .added
         }
     }
 
-    func remove(_ uri: String) {
+    /// Stops watching `uri`; what it was charged, to give back (0 if it was not watched).
+    func remove(_ uri: String) -> Int {
         watched.withLock { watched in
-            watched.resources[uri] = nil
             watched.notes.forget(uri)
+            guard watched.resources.removeValue(forKey: uri) != nil else { return 0 }
+            let cost = Self.cost(of: uri)
+            watched.charged -= cost
+            return cost
+        }
+    }
+
+    /// The session ended: nothing more is watched; what the resources were charged, to give back.
+    func release() -> Int {
+        watched.withLock { watched in
+            watched.ended = true
+            watched.resources = [:]
+            defer { watched.charged = 0 }
+            return watched.charged
         }
     }
 
