@@ -117,13 +117,13 @@ done
 check "the demo starts in the bare root" $? "$(tail -n 5 "$output")"
 if [ -n "$bridge" ]; then
     page=$(curl -fsS --max-time 5 "$bridge/" || true)
-    echo "$page" | grep -q '<title>ddp-bridge console</title>'
+    grep -q '<title>ddp-bridge console</title>' <<< "$page"
     check "GET / serves the console built into the binary" $?
     module=$(curl -fsS --max-time 5 "$bridge/js/app.js" || true)
-    echo "$module" | grep -q '^import '
+    grep -q '^import ' <<< "$module"
     check "GET /js/app.js serves a module of the console" $?
     contract=$(curl -fsS --max-time 5 "$bridge/openapi.yaml" || true)
-    echo "$contract" | grep -q '^openapi:'
+    grep -q '^openapi:' <<< "$contract"
     check "GET /openapi.yaml serves the contract" $?
     curl -fsS --max-time 5 "$bridge/healthz" >/dev/null
     check "GET /healthz" $?
