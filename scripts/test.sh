@@ -94,14 +94,31 @@ fi
 stage "Swift tests"
 bounded_swift_test 900 .build/test-output.txt --disable-xctest
 
-# The release build, self-contained (static: Package.swift; scripts/setup.sh's release_build, in
-# .build-release): the package, the contract and browser checks run against it (so release-only
-# faults show up), and the benchmark harness needs it. It starts here, at the lowest priority,
+# A release build of one product in the background (scripts/setup.sh's release_build, in
+# .build-release), at the lowest priority, within `limit` seconds; waited for by wait_release.
+start_release_build() {
+    local product=$1 limit=$2
+    setsid timeout "$limit" nice -n 19 bash -c "source scripts/setup.sh && release_build --product $product" > .build/release-build.log 2>&1 &
+    release=$!
+}
+wait_release() {
+    local built=0
+    wait "$release" || built=$?
+    release=""
+    tail -n 2 .build/release-build.log
+    if [ "$built" != 0 ]; then
+        echo "test.sh: the release build failed; .build/release-build.log:" >&2
+        tail -n 40 .build/release-build.log >&2
+        exit 1
+    fi
+}
+
+# The release build of the bridge, self-contained (static: Package.swift): the package, the
+# contract and browser checks run against it (so release-only faults show up). It starts here,
 # beside the heavy tests (one test at a time, about one core), fuzzing and the stages run against
 # the debug binary, and is waited for after them: nice 19 leaves the tests their cores, and their
 # timing, while the build takes what they leave.
-setsid timeout 2400 nice -n 19 bash -c 'source scripts/setup.sh && release_build --product ddp-bridge' > .build/release-build.log 2>&1 &
-release=$!
+start_release_build ddp-bridge 2400
 # Heavy tests (tens of thousands of documents) run on their own, so their load does not
 # disturb the timing of the others.
 # They include the fault campaign (200 faults through a faulty proxy), the 6,000 Minimongo vectors
@@ -168,28 +185,16 @@ stage "console"
 scripts/console-test.sh
 
 # The rest of the release build started after the Swift tests; then the benchmark harness's
-# (most of it built already, as the bridge's) goes on beside the package, contract and browser
-# stages, and is waited for before the resource campaign, which measures the bridge's memory and
-# its loops and must have the cores to itself.
-wait_release() {
-    local built=0
-    wait "$release" || built=$?
-    release=""
-    tail -n 2 .build/release-build.log
-    if [ "$built" != 0 ]; then
-        echo "test.sh: the release build failed; .build/release-build.log:" >&2
-        tail -n 40 .build/release-build.log >&2
-        exit 1
-    fi
-}
+# (most of it built already, as the bridge's) goes on beside the package, failover, contract and
+# browser stages, and is waited for before the resource campaign, which measures the bridge's
+# memory and its loops and must have the cores to itself.
 stage "release build (the rest)"
 wait_release
 # The binary's own path, not SwiftPM's `release` link, which the harness's build beside the
 # next stages may make again.
 DDP_BRIDGE_BIN=$(readlink -f "$release_dir/ddp-bridge")
 export DDP_BRIDGE_BIN
-setsid timeout 1200 nice -n 19 bash -c 'source scripts/setup.sh && release_build --product ddp-bench' > .build/release-build.log 2>&1 &
-release=$!
+start_release_build ddp-bench 1200
 
 # The release package (scripts/package.sh: the binary must be static), then on a minimal Debian
 # root with nothing else, no libcrypto either (debootstrap, made once and kept in /var/tmp): the
@@ -229,11 +234,12 @@ cat .build/observability.log
 stage "browser"
 scripts/browser-test.sh
 
+stage "benchmark harness build (the rest)"
+wait_release
+
 # The resource campaign (~45 s): from one address, anonymous sessions loading a large publication,
 # distinct public reads and idle connections until refused, while another address is never
 # refused; the bridge's resident memory stays under its budget plus a margin.
-stage "benchmark harness build (the rest)"
-wait_release
 stage "resource campaign"
 python3 scripts/resource_campaign.py --seconds 30 --out .build/resource-campaign.json
 # Then, in a run of its own (~25 s): stream requests with long queries refused over and over, and

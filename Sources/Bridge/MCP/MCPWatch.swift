@@ -26,8 +26,6 @@ final class MCPWatch: Sendable {
         /// Ends the open server stream (its MCP session ended); `nil`: none is open.
         var endStream: (@Sendable () -> Void)?
         var notes = Notes()
-        /// The bytes the watched resources are charged to the memory budget (``cost(of:)`` each).
-        var charged = 0
         /// The session ended: nothing more is watched, and what was charged went back.
         var ended = false
     }
@@ -118,7 +116,6 @@ final class MCPWatch: Sendable {
             guard watched.resources[uri] == nil else { return .present }
             guard watched.resources.count < Self.limit else { return .refused }
             watched.resources[uri] = resource
-            watched.charged += Self.cost(of: uri)
             return .added
         }
     }
@@ -127,10 +124,7 @@ final class MCPWatch: Sendable {
     func remove(_ uri: String) -> Int {
         watched.withLock { watched in
             watched.notes.forget(uri)
-            guard watched.resources.removeValue(forKey: uri) != nil else { return 0 }
-            let cost = Self.cost(of: uri)
-            watched.charged -= cost
-            return cost
+            return watched.resources.removeValue(forKey: uri) == nil ? 0 : Self.cost(of: uri)
         }
     }
 
@@ -138,9 +132,8 @@ final class MCPWatch: Sendable {
     func release() -> Int {
         watched.withLock { watched in
             watched.ended = true
-            watched.resources = [:]
-            defer { watched.charged = 0 }
-            return watched.charged
+            defer { watched.resources = [:] }
+            return watched.resources.keys.reduce(0) { $0 + Self.cost(of: $1) }
         }
     }
 

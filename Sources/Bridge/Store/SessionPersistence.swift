@@ -75,12 +75,13 @@ actor SessionPersistence {
         loop: any EventLoop
     ) {
         self.init(
-            name: "given",
-            opener: {
-                try await SessionPersistence.withDeadline("open", timeout, clock: clock, on: loop, discardLate: { await $0.shutdown() }) {
-                    try await given()
-                }
-            }, key: key, timeout: timeout, clock: clock, logger: logger, metrics: metrics, loop: loop)
+            name: "given", opener: Self.opened(within: timeout, clock: clock, on: loop, given), key: key, timeout: timeout, clock: clock,
+            logger: logger, metrics: metrics, loop: loop)
+    }
+
+    /// `open` within the deadline; a store that opens after it is closed again.
+    private static func opened(within timeout: Duration, clock: BridgeClock, on loop: any EventLoop, _ open: @escaping Opener) -> Opener {
+        { try await withDeadline("open", timeout, clock: clock, on: loop, discardLate: { await $0.shutdown() }, open) }
     }
 
     private static func opener(
@@ -90,12 +91,10 @@ actor SessionPersistence {
         case .memory:
             return nil
         case .sqlite:
-            return {
-                // The file's lock is waited for up to two thirds of the deadline, so a store busy
-                // with another process fails as busy, not as late.
-                try await withDeadline("open", timeout, clock: clock, on: loop, discardLate: { await $0.shutdown() }) {
-                    try await SQLiteSessionStore.open(folder: dataDirectory, busyTimeout: timeout * 2 / 3, logger: logger)
-                }
+            // The file's lock is waited for up to two thirds of the deadline, so a store busy
+            // with another process fails as busy, not as late.
+            return opened(within: timeout, clock: clock, on: loop) {
+                try await SQLiteSessionStore.open(folder: dataDirectory, busyTimeout: timeout * 2 / 3, logger: logger)
             }
         case .postgres(let location):
             return {
